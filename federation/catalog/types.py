@@ -1,0 +1,100 @@
+"""Vendor-neutral model of accelerators: the types every layer shares.
+
+These are plain frozen values with no I/O, so the pure scheduling core may import them.
+The loader (`federation.catalog.loader`) builds them from the catalog data file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Literal
+
+
+class Vendor(StrEnum):
+    """Accelerator vendors the catalog knows."""
+
+    NVIDIA = "nvidia"
+    HUAWEI = "huawei"  # Ascend NPU
+    CAMBRICON = "cambricon"  # MLU
+    HYGON = "hygon"  # DCU
+    KUNLUNXIN = "kunlunxin"  # XPU
+    ILUVATAR = "iluvatar"  # CoreX GPU
+    MTHREADS = "mthreads"  # Moore Threads GPU
+    METAX = "metax"  # MetaX GPU
+    ENFLAME = "enflame"  # GCU
+    BIREN = "biren"  # GPU
+
+
+Spill = Literal["any", "whole_groups", "even_split"]
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRule:
+    """Which device counts one pod may take on one node and how they spread over groups.
+
+    A node's devices of one model are numbered 0..n-1 and split into consecutive interconnect
+    groups of `group_size` devices (an HCCS ring, an XPU NUMA wing, a 910C two-die module).
+    `group_size == 0` means the node's devices form a single group.
+
+    - `allowed_counts`: the device counts a pod may request (empty: any count up to the node's).
+    - A request of at most `group_size` devices must sit inside one group unless `spill == "any"`
+      (then one group is only preferred).
+    - A larger request spills over groups as `spill` says: `"whole_groups"` takes whole free
+      groups only (count a multiple of `group_size`); `"even_split"` takes the fewest groups k
+      with count % k == 0 and count / k <= group_size, the same number of devices in each.
+    """
+
+    group_size: int = 0
+    allowed_counts: frozenset[int] = frozenset()
+    spill: Spill = "any"
+
+
+@dataclass(frozen=True, slots=True)
+class SharingRule:
+    """Whether and how one physical device may be shared by several pods.
+
+    Shares are expressed in milli-devices (1..999 of the compute) plus a memory amount.
+    `memory_unit_mib` rounds memory requests up (vNPU templates, 256 MiB units, ...);
+    `max_shares` caps the pods on one device (0: no cap); sharing is only ever for a request of
+    one device (no vendor supports sharing multi-device requests but NVIDIA via HAMi, and even
+    there the scheduler allocates whole devices for count > 1).
+    """
+
+    enabled: bool = False
+    memory_unit_mib: int = 1
+    max_shares: int = 0
+    share_resource: str = ""  # resource name of a shared slice, e.g. "nvidia.com/gpu" with HAMi
+    memory_resource: str = ""  # e.g. "nvidia.com/gpumem" (MiB), "huawei.com/Ascend910B3-memory"
+    core_resource: str = ""  # e.g. "nvidia.com/gpucores" (percent)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRule:
+    """How a node's labels tell that it carries this model (all `match_labels` must hold)."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorModel:
+    """One accelerator model (a *flavor* of the pool), e.g. `huawei/Ascend910B3`."""
+
+    vendor: Vendor
+    model: str  # vendor's model name, e.g. "H100-80GB", "Ascend910B3", "MLU370-X8"
+    memory_mib: int
+    fp16_tflops: float  # dense FP16/BF16
+    speed: float  # normalized compute units per device (operator-tunable; 1.0 = reference)
+    resource: str  # extended resource counting whole devices, e.g. "nvidia.com/gpu"
+    selector: NodeSelectorRule = NodeSelectorRule()
+    topology: TopologyRule = TopologyRule()
+    sharing: SharingRule = SharingRule()
+    visible_devices_env: str = ""  # e.g. "NVIDIA_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"
+    device_annotation: str = ""  # pod annotation the device plugin reads for exact device ids
+    tolerations: tuple[tuple[str, str], ...] = ()  # (key, effect) the vendor's nodes are tainted with
+    aliases: tuple[str, ...] = field(default=())  # other spellings users may request
+
+    @property
+    def key(self) -> str:
+        """Stable identifier of the flavor: `<vendor>/<model>`."""
+        return f"{self.vendor.value}/{self.model}"
