@@ -1,0 +1,1 @@
+"""Benchmarks: each study writes figures under bench/results and sections of bench/report.md."""
