@@ -1,0 +1,41 @@
+"""Connection to the hub's PostgreSQL: an async SQLAlchemy engine over asyncpg."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+
+def async_url(url: str) -> str:
+    """Return `url` with the asyncpg driver, whatever driver (if any) it names."""
+    parsed = make_url(url)
+    return parsed.set(drivername="postgresql+asyncpg").render_as_string(hide_password=False)
+
+
+class Database:
+    """The hub's database: one engine, short transactions."""
+
+    def __init__(self, url: str, *, pool_size: int = 10) -> None:
+        self.url = async_url(url)
+        self.engine: AsyncEngine = create_async_engine(
+            self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+        )
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[AsyncConnection]:
+        """Run a block in one transaction: committed on success, rolled back on error."""
+        async with self.engine.begin() as conn:
+            yield conn
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection]:
+        """A connection for reads (autocommit off; nothing to commit)."""
+        async with self.engine.connect() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        """Close every pooled connection."""
+        await self.engine.dispose()

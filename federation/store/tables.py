@@ -1,0 +1,226 @@
+"""The hub's schema as SQLAlchemy Core tables: the single source for queries and migrations."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    ForeignKeyConstraint,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Sequence,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+
+metadata = MetaData(
+    naming_convention={
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+        "ck": "ck_%(table_name)s_%(constraint_name)s",
+        "fk": "fk_%(table_name)s_%(column_0_name)s",
+        "pk": "pk_%(table_name)s",
+    }
+)
+
+
+def _created() -> Column[object]:
+    return Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now())
+
+
+# global change counter of placements: agents resume their assignment stream from a revision
+placement_revision = Sequence("placement_revision_seq", metadata=metadata)
+
+tenants = Table(
+    "tenants",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("name", String(63), nullable=False, unique=True),
+    Column("display_name", String(256), nullable=False, server_default=""),
+    _created(),
+)
+
+queues = Table(
+    "queues",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("tenant_id", ForeignKey("tenants.id", ondelete="RESTRICT"), nullable=False),
+    Column("name", String(63), nullable=False),
+    Column("cohort", String(63), nullable=True),
+    Column("weight", Float, nullable=False, server_default="1"),
+    # {"<resource>": {"nominal": int, "borrowingLimit": int | null}}; see docs/user-guide.md
+    Column("quota", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("version", Integer, nullable=False, server_default="1"),
+    _created(),
+    UniqueConstraint("tenant_id", "name"),
+)
+
+priority_classes = Table(
+    "priority_classes",
+    metadata,
+    Column("name", String(63), primary_key=True),
+    Column("value", Integer, nullable=False),
+    Column("preemptible_default", Boolean, nullable=False, server_default="false"),
+    Column("description", Text, nullable=False, server_default=""),
+)
+
+clusters = Table(
+    "clusters",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("name", String(63), nullable=False, unique=True),
+    Column("region", String(63), nullable=False, server_default=""),
+    Column("zone", String(63), nullable=False, server_default=""),
+    Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("state", String(16), nullable=False, server_default="Pending"),
+    Column("cordoned", Boolean, nullable=False, server_default="false"),
+    Column("draining", Boolean, nullable=False, server_default="false"),
+    Column("kubernetes_version", String(64), nullable=False, server_default=""),
+    Column("agent_version", String(64), nullable=False, server_default=""),
+    Column("last_heartbeat", DateTime(timezone=True), nullable=True),
+    Column("inventory_generation", BigInteger, nullable=False, server_default="0"),
+    Column("version", Integer, nullable=False, server_default="1"),
+    _created(),
+)
+
+nodes = Table(
+    "nodes",
+    metadata,
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(253), primary_key=True),
+    Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("taints", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("ready", Boolean, nullable=False, server_default="true"),
+    Column("unschedulable", Boolean, nullable=False, server_default="false"),
+    Column("cpu_milli", BigInteger, nullable=False, server_default="0"),
+    Column("cpu_milli_used", BigInteger, nullable=False, server_default="0"),
+    Column("memory_mib", BigInteger, nullable=False, server_default="0"),
+    Column("memory_mib_used", BigInteger, nullable=False, server_default="0"),
+    Column("pods", Integer, nullable=False, server_default="110"),
+    Column("pods_used", Integer, nullable=False, server_default="0"),
+    Column("generation", BigInteger, nullable=False, server_default="0"),
+)
+
+devices = Table(
+    "devices",
+    metadata,
+    Column("cluster_id", UUID(as_uuid=True), primary_key=True),
+    Column("node_name", String(253), primary_key=True),
+    Column("flavor", String(128), primary_key=True),
+    Column("index", Integer, primary_key=True),
+    Column("memory_mib", BigInteger, nullable=False),
+    Column("group_id", Integer, nullable=False, server_default="0"),
+    Column("healthy", Boolean, nullable=False, server_default="true"),
+    Column("used_milli", Integer, nullable=False, server_default="0"),
+    Column("used_memory_mib", BigInteger, nullable=False, server_default="0"),
+    CheckConstraint("used_milli BETWEEN 0 AND 1000", name="used_milli_range"),
+    ForeignKeyConstraint(
+        ["cluster_id", "node_name"], ["nodes.cluster_id", "nodes.name"], ondelete="CASCADE"
+    ),
+)
+
+api_tokens = Table(
+    "api_tokens",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("name", String(63), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("role", String(16), nullable=False),
+    Column("tenant_id", ForeignKey("tenants.id", ondelete="CASCADE"), nullable=True),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=True),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    _created(),
+    CheckConstraint("role IN ('admin', 'member', 'viewer', 'agent')", name="role_known"),
+    CheckConstraint("role <> 'member' OR tenant_id IS NOT NULL", name="member_has_tenant"),
+    CheckConstraint("role <> 'agent' OR cluster_id IS NOT NULL", name="agent_has_cluster"),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
+    Column("tenant_id", ForeignKey("tenants.id", ondelete="RESTRICT"), nullable=False),
+    Column("queue_id", ForeignKey("queues.id", ondelete="RESTRICT"), nullable=False),
+    Column("name", String(63), nullable=False),
+    Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("spec", JSONB, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("priority_class", String(63), nullable=False),
+    Column("preemptible", Boolean, nullable=False),
+    Column("reason", Text, nullable=False, server_default=""),
+    # per-cluster explanation of why the job waits, written by the scheduling loop
+    Column("pending_reasons", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="SET NULL"), nullable=True),
+    Column("epoch", BigInteger, nullable=False, server_default="0"),
+    Column("idempotency_key", String(128), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("version", Integer, nullable=False, server_default="1"),
+    # age used for ordering; kept when a job is preempted and requeued
+    Column("queued_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("started_at", DateTime(timezone=True), nullable=True),
+    Column("finished_at", DateTime(timezone=True), nullable=True),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    _created(),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    Index("ix_jobs_state_priority", "state", "priority"),
+    Index("ix_jobs_tenant_seq", "tenant_id", "seq"),
+)
+
+tasks = Table(
+    "tasks",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("name", String(63), primary_key=True),
+    Column("replicas", Integer, nullable=False),
+    Column("spec", JSONB, nullable=False),
+    Column("flavor", String(128), nullable=True),
+    Column("running", Integer, nullable=False, server_default="0"),
+    Column("succeeded", Integer, nullable=False, server_default="0"),
+    Column("failed", Integer, nullable=False, server_default="0"),
+)
+
+placements = Table(
+    "placements",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("epoch", BigInteger, primary_key=True),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=False),
+    # {"<task>": {"flavor": str | null, "replicas": [{"node": str, "devices": [int]}]}}
+    Column("assignment", JSONB, nullable=False),
+    Column("state", String(16), nullable=False, server_default="Active"),
+    # global, monotonically increasing change counter agents resume from
+    Column(
+        "revision", BigInteger, placement_revision, server_default=placement_revision.next_value()
+    ),
+    _created(),
+    Column("released_at", DateTime(timezone=True), nullable=True),
+    Index("ix_placements_cluster_revision", "cluster_id", "revision"),
+)
+
+events = Table(
+    "events",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=True),
+    Column("kind", String(32), nullable=False),
+    Column("reason", String(63), nullable=False),
+    Column("message", Text, nullable=False, server_default=""),
+    Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    _created(),
+    Index("ix_events_job_id", "job_id", "id"),
+)
