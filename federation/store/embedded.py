@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import pgserver
+from pgserver import get_server  # type: ignore[attr-defined]
 
 
 class EmbeddedPostgres:
@@ -21,9 +21,7 @@ class EmbeddedPostgres:
 
     async def start(self) -> str:
         """Start the server (initdb on first use) and return its connection URL."""
-        self._server = await asyncio.to_thread(
-            pgserver.get_server, self.datadir, cleanup_mode="stop"
-        )
+        self._server = await asyncio.to_thread(get_server, self.datadir, cleanup_mode="stop")
         return str(self._server.get_uri())
 
     async def stop(self) -> None:

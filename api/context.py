@@ -1,0 +1,25 @@
+"""What handlers share: the database and settings stored on the application."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from federation.store.database import Database
+
+
+@dataclass(frozen=True)
+class HubContext:
+    """Services a request handler may use."""
+
+    db: Database
+    version: str
+
+
+CONTEXT = web.AppKey("suanpan_context", HubContext)
+
+
+def ctx(request: web.Request) -> HubContext:
+    """The hub context of the application serving `request`."""
+    return request.app[CONTEXT]

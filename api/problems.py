@@ -1,0 +1,94 @@
+"""RFC 7807 problem documents: every error the API returns has this shape."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import ValidationError
+
+from federation.errors import FieldError, InvalidInput, SuanpanError
+
+PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
+log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def problem_response(status: int, title: str, detail: str, kind: str, **extra: Any) -> web.Response:
+    """A problem+json response."""
+    body = {"type": PROBLEM_TYPE_BASE + kind, "title": title, "status": status, "detail": detail}
+    body.update(extra)
+    return web.Response(
+        status=status, text=json.dumps(body), content_type="application/problem+json"
+    )
+
+
+def _path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(body)"
+
+
+def _expected(error: Any) -> str:
+    ctx = error.get("ctx") or {}
+    for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if key in ctx:
+            return f"{sign} {ctx[key]}"
+    if "pattern" in ctx:
+        return f"matches {ctx['pattern']}"
+    if "expected" in ctx:
+        return str(ctx["expected"])
+    for key, label in (("min_length", "at least"), ("max_length", "at most")):
+        if key in ctx:
+            return f"{label} {ctx[key]} items/characters"
+    return ""
+
+
+def field_errors(exc: ValidationError, prefix: tuple[str | int, ...] = ()) -> list[FieldError]:
+    """Turn a pydantic error into field errors with dotted paths (aliases, as the user wrote)."""
+    out = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown field"
+        out.append(FieldError(_path(prefix + loc), message, _expected(err)))
+    return out
+
+
+def invalid(exc: ValidationError, what: str, prefix: tuple[str | int, ...] = ()) -> InvalidInput:
+    """An InvalidInput error for a failed validation of `what`."""
+    errors = field_errors(exc, prefix)
+    first = errors[0]
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return InvalidInput(f"invalid {what}: {first.path}: {first.message}{more}", errors)
+
+
+@web.middleware
+async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Map domain errors and aiohttp's HTTP errors to problem documents."""
+    try:
+        return await handler(request)
+    except SuanpanError as exc:
+        extra = dict(exc.extra)
+        if exc.errors:
+            extra["errors"] = [e.as_dict() for e in exc.errors]
+        return problem_response(exc.status, exc.title, exc.detail, exc.kind, **extra)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kinds = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+        return problem_response(
+            exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http")
+        )
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return problem_response(500, "Internal error", "unexpected error; see hub logs", "internal")

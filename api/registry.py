@@ -1,0 +1,301 @@
+"""Routes declared once: the same declaration validates requests and writes the OpenAPI document."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+import yaml
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+from pydantic.json_schema import models_json_schema
+
+from api.auth import PRINCIPAL
+from api.problems import invalid
+from federation.errors import Forbidden, InvalidInput, Unauthorized
+from federation.store.records import Principal, Role
+
+M = TypeVar("M", bound=BaseModel)
+
+ALL_ROLES: frozenset[Role] = frozenset({"admin", "member", "viewer", "agent"})
+READERS: frozenset[Role] = frozenset({"admin", "member", "viewer"})
+WRITERS: frozenset[Role] = frozenset({"admin", "member"})
+ADMIN: frozenset[Role] = frozenset({"admin"})
+
+
+@dataclass
+class Call:
+    """One validated request: who calls, path parameters, parsed body and query."""
+
+    request: web.Request
+    principal: Principal | None
+    body: BaseModel | None
+    query: BaseModel | None
+
+    def path(self, name: str) -> str:
+        """A path parameter."""
+        return self.request.match_info[name]
+
+    def body_as(self, model: type[M]) -> M:
+        """The parsed body, typed."""
+        assert isinstance(self.body, model)
+        return self.body
+
+    def query_as(self, model: type[M]) -> M:
+        """The parsed query, typed."""
+        assert isinstance(self.query, model)
+        return self.query
+
+    @property
+    def who(self) -> Principal:
+        """The authenticated caller (operations without auth have none)."""
+        assert self.principal is not None
+        return self.principal
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A handler's answer: a status, a model (or None) and extra headers."""
+
+    status: int
+    body: BaseModel | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+Handler = Callable[[Call], Awaitable[Reply | web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One API operation."""
+
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    tag: str
+    roles: frozenset[Role]
+    body: type[BaseModel] | None = None
+    query: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
+    status: int = 200
+    errors: tuple[int, ...] = ()
+    headers: tuple[str, ...] = ()
+
+    @property
+    def operation_id(self) -> str:
+        return self.handler.__name__
+
+
+def _load_body(raw: bytes, content_type: str) -> Any:
+    if not raw:
+        raise InvalidInput("a request body is required")
+    try:
+        if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
+            return yaml.safe_load(raw)
+        return json.loads(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        kind = "YAML" if "yaml" in content_type else "JSON"
+        raise InvalidInput(f"body is not valid {kind}: {str(exc).splitlines()[0]}") from exc
+
+
+class Api:
+    """A registry of operations."""
+
+    def __init__(self) -> None:
+        self.operations: list[Operation] = []
+
+    def op(
+        self,
+        method: str,
+        path: str,
+        *,
+        summary: str,
+        tag: str,
+        roles: Iterable[Role] = READERS,
+        body: type[BaseModel] | None = None,
+        query: type[BaseModel] | None = None,
+        response: type[BaseModel] | None = None,
+        status: int = 200,
+        errors: tuple[int, ...] = (),
+        headers: tuple[str, ...] = (),
+    ) -> Callable[[Handler], Handler]:
+        """Declare an operation; the decorated handler receives a validated `Call`."""
+
+        def register(handler: Handler) -> Handler:
+            self.operations.append(
+                Operation(
+                    method,
+                    path,
+                    handler,
+                    summary,
+                    tag,
+                    frozenset(roles),
+                    body,
+                    query,
+                    response,
+                    status,
+                    errors,
+                    headers,
+                )
+            )
+            return handler
+
+        return register
+
+    def install(self, app: web.Application) -> None:
+        """Add every operation to an aiohttp application."""
+        for op in self.operations:
+            app.router.add_route(op.method, op.path, _endpoint(op))
+
+
+def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    async def endpoint(request: web.Request) -> web.StreamResponse:
+        principal = request.get(PRINCIPAL)
+        if op.roles:
+            if principal is None:
+                raise Unauthorized()
+            if principal.role not in op.roles:
+                raise Forbidden(f"role {principal.role!r} may not {op.summary.lower()}")
+        query = None
+        if op.query is not None:
+            try:
+                query = op.query.model_validate(dict(request.query))
+            except ValidationError as exc:
+                raise invalid(exc, "query", ("query",)) from exc
+        body = None
+        if op.body is not None:
+            data = _load_body(await request.read(), request.content_type)
+            try:
+                body = op.body.model_validate(data)
+            except ValidationError as exc:
+                raise invalid(exc, "request body") from exc
+        reply = await op.handler(Call(request, principal, body, query))
+        if isinstance(reply, web.StreamResponse):
+            return reply
+        if reply.body is None:
+            return web.Response(status=reply.status, headers=reply.headers)
+        return web.Response(
+            status=reply.status,
+            text=reply.body.model_dump_json(by_alias=True),
+            content_type="application/json",
+            headers=reply.headers,
+        )
+
+    endpoint.__name__ = op.operation_id
+    return endpoint
+
+
+_ERROR_TEXT = {
+    400: "Bad request",
+    401: "No valid bearer token",
+    403: "The token's role may not do this",
+    404: "Not found (or not visible to this token)",
+    409: "Conflict with the current state",
+    413: "Body too large",
+    422: "Invalid input: problem document with field errors",
+}
+
+
+def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every registered operation."""
+    models: set[type[BaseModel]] = set()
+    for op in api.operations:
+        models.update(m for m in (op.body, op.response) if m is not None)
+    mode: Literal["validation"] = "validation"
+    keyed = [(m, mode) for m in sorted(models, key=lambda m: m.__name__)]
+    refs, schema = models_json_schema(
+        keyed, by_alias=True, ref_template="#/components/schemas/{model}"
+    )
+    components = dict(schema.get("$defs", {}))
+    components["Problem"] = {
+        "type": "object",
+        "properties": {
+            "type": {"type": "string"},
+            "title": {"type": "string"},
+            "status": {"type": "integer"},
+            "detail": {"type": "string"},
+            "errors": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "path": {"type": "string"},
+                        "message": {"type": "string"},
+                        "expected": {"type": "string"},
+                    },
+                    "required": ["path", "message"],
+                },
+            },
+        },
+        "required": ["type", "title", "status", "detail"],
+    }
+    paths: dict[str, dict[str, Any]] = {}
+    for op in api.operations:
+        item: dict[str, Any] = {
+            "operationId": op.operation_id,
+            "summary": op.summary,
+            "tags": [op.tag],
+            "responses": {},
+        }
+        params = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in _path_params(op.path)
+        ]
+        if op.query is not None:
+            for name, prop in op.query.model_json_schema(by_alias=True)["properties"].items():
+                params.append({"name": name, "in": "query", "required": False, "schema": prop})
+        params += [
+            {
+                "name": h,
+                "in": "header",
+                "required": False,
+                "schema": {"type": "string", "maxLength": 128},
+            }
+            for h in op.headers
+        ]
+        if params:
+            item["parameters"] = params
+        if op.roles:
+            item["security"] = [{"bearer": []}]
+        if op.body is not None:
+            ref = refs[(op.body, "validation")]
+            item["requestBody"] = {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": ref},
+                    "application/yaml": {"schema": ref},
+                },
+            }
+        ok: dict[str, Any] = {"description": "OK"}
+        if op.response is not None:
+            ok["content"] = {"application/json": {"schema": refs[(op.response, "validation")]}}
+        item["responses"][str(op.status)] = ok
+        codes = (
+            set(op.errors)
+            | ({401, 403} if op.roles else set())
+            | ({422} if op.body or op.query else set())
+        )
+        for code in sorted(codes):
+            item["responses"][str(code)] = {
+                "description": _ERROR_TEXT.get(code, "Error"),
+                "content": {
+                    "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+                },
+            }
+        paths.setdefault(op.path, {})[op.method.lower()] = item
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": paths,
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    }
+
+
+def _path_params(path: str) -> list[str]:
+    return [part[1:-1].split(":")[0] for part in path.split("/") if part.startswith("{")]

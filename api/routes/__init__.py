@@ -1,0 +1,9 @@
+"""The REST API's operations, one module per resource."""
+
+from api.registry import Api
+
+API = Api()
+
+from api.routes import clusters, jobs, meta, tenancy, tokens  # noqa: E402
+
+__all__ = ["API", "clusters", "jobs", "meta", "tenancy", "tokens"]

@@ -1,0 +1,114 @@
+"""Member clusters: capacity and use, cordon, uncordon, drain."""
+
+from __future__ import annotations
+
+from api.context import ctx
+from api.registry import ADMIN, Call, Reply
+from api.routes import API
+from api.schemas import ClusterList, ClusterOut, FlavorCapacity
+from federation.store import clusters as cluster_store
+
+
+def _cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
+    return ClusterOut(
+        name=c.name,
+        region=c.region,
+        zone=c.zone,
+        labels=c.labels,
+        state=c.state,
+        cordoned=c.cordoned,
+        draining=c.draining,
+        kubernetes_version=c.kubernetes_version,
+        agent_version=c.agent_version,
+        last_heartbeat=c.last_heartbeat,
+        nodes=c.nodes,
+        ready_nodes=c.ready_nodes,
+        cpu_milli=c.cpu_milli,
+        cpu_milli_used=c.cpu_milli_used,
+        memory_mib=c.memory_mib,
+        memory_mib_used=c.memory_mib_used,
+        flavors=[
+            FlavorCapacity(
+                flavor=f.flavor,
+                vendor=f.flavor.split("/", 1)[0],
+                total=f.total,
+                healthy=f.healthy,
+                allocated_milli=f.allocated_milli,
+                free_whole=f.free_whole,
+            )
+            for f in c.flavors
+        ],
+    )
+
+
+@API.op("GET", "/v1/clusters", summary="List clusters", tag="clusters", response=ClusterList)
+async def list_clusters(call: Call) -> Reply:
+    """Every member cluster with capacity, allocation and free devices by flavor."""
+    async with ctx(call.request).db.connection() as conn:
+        found = await cluster_store.summaries(conn)
+    return Reply(200, ClusterList(items=[_cluster_out(c) for c in found]))
+
+
+@API.op(
+    "GET",
+    "/v1/clusters/{cluster}",
+    summary="Get a cluster",
+    tag="clusters",
+    response=ClusterOut,
+    errors=(404,),
+)
+async def get_cluster(call: Call) -> Reply:
+    """One cluster."""
+    async with ctx(call.request).db.connection() as conn:
+        (found,) = await cluster_store.summaries(conn, call.path("cluster"))
+    return Reply(200, _cluster_out(found))
+
+
+async def _flag(call: Call, reason: str, **flags: bool) -> Reply:
+    name = call.path("cluster")
+    async with ctx(call.request).db.transaction() as conn:
+        await cluster_store.set_flags(conn, name, reason=reason, **flags)
+        (found,) = await cluster_store.summaries(conn, name)
+    return Reply(200, _cluster_out(found))
+
+
+@API.op(
+    "POST",
+    "/v1/clusters/{cluster}/cordon",
+    summary="Cordon a cluster",
+    tag="clusters",
+    roles=ADMIN,
+    response=ClusterOut,
+    errors=(404,),
+)
+async def cordon_cluster(call: Call) -> Reply:
+    """Place no new jobs on the cluster; running ones continue."""
+    return await _flag(call, "Cordoned", cordoned=True)
+
+
+@API.op(
+    "POST",
+    "/v1/clusters/{cluster}/uncordon",
+    summary="Uncordon a cluster",
+    tag="clusters",
+    roles=ADMIN,
+    response=ClusterOut,
+    errors=(404,),
+)
+async def uncordon_cluster(call: Call) -> Reply:
+    """Accept new jobs again (also ends a drain)."""
+    return await _flag(call, "Uncordoned", cordoned=False, draining=False)
+
+
+@API.op(
+    "POST",
+    "/v1/clusters/{cluster}/drain",
+    summary="Drain a cluster",
+    tag="clusters",
+    roles=ADMIN,
+    response=ClusterOut,
+    errors=(404,),
+)
+async def drain_cluster(call: Call) -> Reply:
+    """Cordon the cluster and move its jobs elsewhere (the scheduler requeues them)."""
+    return await _flag(call, "Draining", cordoned=True, draining=True)

@@ -1,0 +1,53 @@
+"""Helpers the route modules share: id parsing and model conversion."""
+
+from __future__ import annotations
+
+import uuid
+
+from api.schemas import EventOut, JobOut
+from federation.errors import NotFound
+from federation.store.records import Event, Job
+
+
+def parse_id(what: str, raw: str) -> uuid.UUID:
+    """A UUID path parameter; a malformed one names nothing, so it is not found."""
+    try:
+        return uuid.UUID(raw)
+    except ValueError as exc:
+        raise NotFound(what, raw) from exc
+
+
+def job_out(job: Job) -> JobOut:
+    """The API form of a job."""
+    return JobOut(
+        id=job.id,
+        name=job.name,
+        tenant=job.tenant,
+        queue=job.queue,
+        state=job.state,
+        reason=job.reason,
+        priority=job.priority,
+        priority_class=job.priority_class,
+        preemptible=job.preemptible,
+        labels=job.labels,
+        cluster=job.cluster,
+        epoch=job.epoch,
+        version=job.version,
+        spec=job.spec,
+        created_at=job.created_at,
+        updated_at=job.updated_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+def event_out(event: Event) -> EventOut:
+    """The API form of an event."""
+    return EventOut(
+        id=event.id,
+        kind=event.kind,
+        reason=event.reason,
+        message=event.message,
+        data=event.data,
+        created_at=event.created_at,
+    )

@@ -1,0 +1,213 @@
+"""Jobs: submit, read, list, cancel, events, explain."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from api.auth import tenant_scope
+from api.context import ctx
+from api.registry import WRITERS, Call, Reply
+from api.routes import API
+from api.routes.common import event_out, job_out, parse_id
+from api.schemas import ClusterReason, EventList, EventQuery, Explanation, JobList, JobOut, JobQuery
+from federation.errors import FieldError, InvalidInput, NotFound
+from federation.spec import JobManifest
+from federation.store import jobs as job_store
+from federation.store import tenancy
+from federation.store.records import Principal, Tenant
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+
+async def _submit_tenant(conn: AsyncConnection, who: Principal, manifest: JobManifest) -> Tenant:
+    named = manifest.metadata.tenant
+    if who.tenant_id is not None:
+        own = await tenancy.tenant_by_id(conn, who.tenant_id)
+        if named is not None and named != own.name:
+            raise NotFound("tenant", named)
+        return own
+    if named is None:
+        raise InvalidInput(
+            "metadata.tenant is required for tokens not bound to a tenant",
+            [FieldError("metadata.tenant", "required for admin tokens", "a tenant name")],
+        )
+    try:
+        return await tenancy.get_tenant(conn, named)
+    except NotFound as exc:
+        raise InvalidInput(
+            f"no tenant named {named!r}",
+            [FieldError("metadata.tenant", f"no tenant named {named!r}", "an existing tenant")],
+        ) from exc
+
+
+@API.op(
+    "POST",
+    "/v1/jobs",
+    summary="Submit a job",
+    tag="jobs",
+    roles=WRITERS,
+    body=JobManifest,
+    response=JobOut,
+    status=201,
+    errors=(404, 409, 413),
+    headers=(IDEMPOTENCY_HEADER,),
+)
+async def submit_job(call: Call) -> Reply:
+    """Queue a job; with `Idempotency-Key`, a retry returns the first job (200)."""
+    manifest = call.body_as(JobManifest)
+    key = call.request.headers.get(IDEMPOTENCY_HEADER)
+    if key is not None and not 1 <= len(key) <= 128:
+        raise InvalidInput(
+            f"{IDEMPOTENCY_HEADER} must be 1 to 128 characters",
+            [FieldError(f"header.{IDEMPOTENCY_HEADER}", "bad length", "1..128 characters")],
+        )
+    spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    async with ctx(call.request).db.transaction() as conn:
+        tenant = await _submit_tenant(conn, call.who, manifest)
+        try:
+            queue = await tenancy.get_queue(conn, tenant.id, manifest.spec.queue)
+        except NotFound as exc:
+            raise InvalidInput(
+                f"no queue {manifest.spec.queue!r} in tenant {tenant.name!r}",
+                [FieldError("spec.queue", "no such queue in this tenant", "an existing queue")],
+            ) from exc
+        try:
+            priority, preemptible = await tenancy.priority_class(conn, manifest.spec.priority_class)
+        except NotFound as exc:
+            raise InvalidInput(
+                f"no priority class {manifest.spec.priority_class!r}",
+                [
+                    FieldError(
+                        "spec.priorityClass", "unknown priority class", "see /v1/priority-classes"
+                    )
+                ],
+            ) from exc
+        job, created = await job_store.submit(
+            conn,
+            job_store.NewJob(
+                tenant_id=tenant.id,
+                queue_id=queue.id,
+                name=manifest.metadata.name,
+                labels=manifest.metadata.labels,
+                spec=spec,
+                priority=priority,
+                priority_class=manifest.spec.priority_class,
+                preemptible=(
+                    manifest.spec.preemptible
+                    if manifest.spec.preemptible is not None
+                    else preemptible
+                ),
+                tasks=[
+                    (
+                        t.name,
+                        t.replicas,
+                        t.model_dump(mode="json", by_alias=True, exclude_none=True),
+                    )
+                    for t in manifest.spec.tasks
+                ],
+                idempotency_key=key,
+                request_hash=digest,
+            ),
+        )
+    return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
+
+
+@API.op("GET", "/v1/jobs/{job_id}", summary="Get a job", tag="jobs", response=JobOut, errors=(404,))
+async def get_job(call: Call) -> Reply:
+    """One job."""
+    job_id = parse_id("job", call.path("job_id"))
+    async with ctx(call.request).db.connection() as conn:
+        job = await job_store.get(conn, job_id, tenant_scope(call.who))
+    return Reply(200, job_out(job))
+
+
+@API.op("GET", "/v1/jobs", summary="List jobs", tag="jobs", query=JobQuery, response=JobList)
+async def list_jobs(call: Call) -> Reply:
+    """Jobs newest first, filtered, with cursor pagination."""
+    q = call.query_as(JobQuery)
+    scope = tenant_scope(call.who)
+    async with ctx(call.request).db.connection() as conn:
+        tenant_id = scope
+        if q.tenant is not None:
+            tenant = await tenancy.get_tenant(conn, q.tenant)
+            if scope is not None and tenant.id != scope:
+                raise NotFound("tenant", q.tenant)
+            tenant_id = tenant.id
+        flt = job_store.JobFilter(
+            tenant_id=tenant_id,
+            queue=q.queue,
+            states=tuple(q.state.split(",")) if q.state else (),
+            labels=tuple(
+                (key, value)
+                for key, _, value in (pair.partition("=") for pair in (q.label or "").split(","))
+                if key
+            ),
+        )
+        page, cursor = await job_store.list_jobs(conn, flt, limit=q.limit, cursor=q.cursor)
+    return Reply(200, JobList(items=[job_out(j) for j in page], next_cursor=cursor))
+
+
+@API.op(
+    "POST",
+    "/v1/jobs/{job_id}/cancel",
+    summary="Cancel a job",
+    tag="jobs",
+    roles=WRITERS,
+    response=JobOut,
+    errors=(404, 409),
+)
+async def cancel_job(call: Call) -> Reply:
+    """Cancel a job (idempotent); its pods are deleted by the cluster's agent."""
+    job_id = parse_id("job", call.path("job_id"))
+    async with ctx(call.request).db.transaction() as conn:
+        job = await job_store.cancel(conn, job_id, tenant_scope(call.who))
+    return Reply(200, job_out(job))
+
+
+@API.op(
+    "GET",
+    "/v1/jobs/{job_id}/events",
+    summary="List a job's events",
+    tag="jobs",
+    query=EventQuery,
+    response=EventList,
+    errors=(404,),
+)
+async def job_events(call: Call) -> Reply:
+    """Events of a job, oldest first."""
+    job_id = parse_id("job", call.path("job_id"))
+    q = call.query_as(EventQuery)
+    async with ctx(call.request).db.connection() as conn:
+        await job_store.get(conn, job_id, tenant_scope(call.who))
+        found = await job_store.job_events(conn, job_id, after=q.after, limit=q.limit)
+    return Reply(200, EventList(items=[event_out(e) for e in found]))
+
+
+@API.op(
+    "GET",
+    "/v1/jobs/{job_id}/explain",
+    summary="Explain a job's placement",
+    tag="jobs",
+    response=Explanation,
+    errors=(404,),
+)
+async def explain_job(call: Call) -> Reply:
+    """Why the job is where it is; for a waiting job, the first failing check per cluster."""
+    job_id = parse_id("job", call.path("job_id"))
+    async with ctx(call.request).db.connection() as conn:
+        job = await job_store.get(conn, job_id, tenant_scope(call.who))
+    reasons = [
+        ClusterReason(cluster=name, code=str(r.get("code", "")), reason=str(r.get("reason", "")))
+        for name, r in sorted(job.pending_reasons.items())
+    ]
+    if job.state == "Queued":
+        summary = job.reason or "waiting for the next scheduling cycle"
+    elif job.cluster:
+        summary = f"{job.state} on cluster {job.cluster}: {job.reason}"
+    else:
+        summary = f"{job.state}: {job.reason}"
+    return Reply(200, Explanation(job=job.id, state=job.state, summary=summary, clusters=reasons))

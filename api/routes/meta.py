@@ -1,0 +1,86 @@
+"""Health, metrics, the OpenAPI document and its docs page."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from api.context import ctx
+from api.metrics import REGISTRY, STATE
+from api.registry import Call, Reply, openapi_document
+from api.routes import API
+from api.schemas import Health
+from federation.store import clusters as cluster_store
+from federation.store import jobs as job_store
+
+
+@API.op("GET", "/healthz", summary="Liveness", tag="meta", roles=(), response=Health)
+async def healthz(call: Call) -> Reply:
+    """The process is up."""
+    return Reply(200, Health(status="ok", version=ctx(call.request).version))
+
+
+@API.op("GET", "/readyz", summary="Readiness", tag="meta", roles=(), response=Health, errors=(503,))
+async def readyz(call: Call) -> Reply:
+    """The database answers."""
+    async with ctx(call.request).db.connection() as conn:
+        await conn.exec_driver_sql("SELECT 1")
+    return Reply(200, Health(status="ok", version=ctx(call.request).version))
+
+
+@API.op("GET", "/metrics", summary="Prometheus metrics", tag="meta", roles=())
+async def metrics(call: Call) -> web.Response:
+    """Metrics in the Prometheus text format."""
+    async with ctx(call.request).db.connection() as conn:
+        STATE.jobs = await job_store.state_counts(conn)
+        STATE.capacity = [
+            (c.name, f.flavor, f.total, f.allocated_milli)
+            for c in await cluster_store.summaries(conn)
+            for f in c.flavors
+        ]
+    response = web.Response(body=generate_latest(REGISTRY))
+    response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+    return response
+
+
+def _document(call: Call) -> dict[str, Any]:
+    return openapi_document(API, title="Suanpan hub API", version=ctx(call.request).version)
+
+
+@API.op("GET", "/openapi.json", summary="OpenAPI document", tag="meta", roles=())
+async def openapi(call: Call) -> web.Response:
+    """The OpenAPI 3.1 document, generated from the same models that validate requests."""
+    return web.json_response(_document(call))
+
+
+@API.op("GET", "/docs", summary="API reference page", tag="meta", roles=())
+async def docs(call: Call) -> web.Response:
+    """A self-contained HTML reference of every operation and schema (no external assets)."""
+    doc = _document(call)
+    rows = []
+    paths: dict[str, dict[str, Any]] = doc["paths"]
+    for path, ops in paths.items():
+        for method, op in ops.items():
+            codes = ", ".join(op["responses"])
+            rows.append(
+                f"<tr><td><code>{method.upper()}</code></td><td><code>{html.escape(path)}</code></td>"
+                f"<td>{html.escape(op['summary'])}</td><td>{codes}</td></tr>"
+            )
+    schemas = json.dumps(doc["components"], indent=2)
+    page = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Suanpan API</title>"
+        "<style>body{font-family:sans-serif;margin:2em}td{padding:2px 10px}"
+        "pre{background:#f4f4f4;padding:1em}</style></head><body>"
+        "<h1>Suanpan hub API v1</h1><p>Machine-readable: <a href='/openapi.json'>/openapi.json</a>."
+        " Authenticate with <code>Authorization: Bearer &lt;token&gt;</code>.</p>"
+        "<table><tr><th>Method</th><th>Path</th><th>Summary</th><th>Responses</th></tr>"
+        + "".join(rows)
+        + "</table><h2>Schemas</h2><pre>"
+        + html.escape(schemas)
+        + "</pre></body></html>"
+    )
+    return web.Response(text=page, content_type="text/html")

@@ -1,0 +1,252 @@
+"""Tenants, queues and priority classes."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from api.auth import tenant_scope
+from api.context import ctx
+from api.registry import ADMIN, Call, Reply
+from api.routes import API
+from api.schemas import QueueIn, QueueList, QueueOut, QueuePatch, TenantIn, TenantList, TenantOut
+from federation.errors import NotFound
+from federation.store import tenancy
+from federation.store.queue_usage import queue_usage
+from federation.store.records import Principal, Queue, Tenant
+
+
+def _tenant_out(t: Tenant) -> TenantOut:
+    return TenantOut(id=t.id, name=t.name, display_name=t.display_name, created_at=t.created_at)
+
+
+async def _queue_out(conn: AsyncConnection, q: Queue) -> QueueOut:
+    usage, counts = await queue_usage(conn, q.id)
+    return QueueOut(
+        id=q.id,
+        tenant=q.tenant,
+        name=q.name,
+        cohort=q.cohort,
+        weight=q.weight,
+        quota=q.quota,
+        usage=usage,
+        jobs=counts,
+        version=q.version,
+        created_at=q.created_at,
+    )
+
+
+async def _visible_tenant(conn: AsyncConnection, who: Principal, name: str) -> Tenant:
+    tenant = await tenancy.get_tenant(conn, name)
+    scope = tenant_scope(who)
+    if scope is not None and tenant.id != scope:
+        raise NotFound("tenant", name)
+    return tenant
+
+
+@API.op("GET", "/v1/tenants", summary="List tenants", tag="tenants", response=TenantList)
+async def list_tenants(call: Call) -> Reply:
+    """Tenants visible to the caller."""
+    async with ctx(call.request).db.connection() as conn:
+        found = await tenancy.list_tenants(conn, tenant_scope(call.who))
+    return Reply(200, TenantList(items=[_tenant_out(t) for t in found]))
+
+
+@API.op(
+    "POST",
+    "/v1/tenants",
+    summary="Create a tenant",
+    tag="tenants",
+    roles=ADMIN,
+    body=TenantIn,
+    response=TenantOut,
+    status=201,
+    errors=(409,),
+)
+async def create_tenant(call: Call) -> Reply:
+    """Create a tenant."""
+    body = call.body_as(TenantIn)
+    async with ctx(call.request).db.transaction() as conn:
+        tenant = await tenancy.create_tenant(conn, body.name, body.display_name)
+    return Reply(201, _tenant_out(tenant))
+
+
+@API.op(
+    "GET",
+    "/v1/tenants/{tenant}",
+    summary="Get a tenant",
+    tag="tenants",
+    response=TenantOut,
+    errors=(404,),
+)
+async def get_tenant(call: Call) -> Reply:
+    """One tenant."""
+    async with ctx(call.request).db.connection() as conn:
+        tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
+    return Reply(200, _tenant_out(tenant))
+
+
+@API.op(
+    "DELETE",
+    "/v1/tenants/{tenant}",
+    summary="Delete a tenant",
+    tag="tenants",
+    roles=ADMIN,
+    status=204,
+    errors=(404, 409),
+)
+async def delete_tenant(call: Call) -> Reply:
+    """Delete a tenant that has no queues."""
+    async with ctx(call.request).db.transaction() as conn:
+        await tenancy.delete_tenant(conn, call.path("tenant"))
+    return Reply(204)
+
+
+@API.op("GET", "/v1/queues", summary="List all visible queues", tag="queues", response=QueueList)
+async def list_all_queues(call: Call) -> Reply:
+    """Queues of every tenant the caller sees, with usage."""
+    async with ctx(call.request).db.connection() as conn:
+        found = await tenancy.list_queues(conn, tenant_scope(call.who))
+        items = [await _queue_out(conn, q) for q in found]
+    return Reply(200, QueueList(items=items))
+
+
+@API.op(
+    "GET",
+    "/v1/tenants/{tenant}/queues",
+    summary="List a tenant's queues",
+    tag="queues",
+    response=QueueList,
+    errors=(404,),
+)
+async def list_queues(call: Call) -> Reply:
+    """Queues of one tenant, with usage."""
+    async with ctx(call.request).db.connection() as conn:
+        tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
+        items = [await _queue_out(conn, q) for q in await tenancy.list_queues(conn, tenant.id)]
+    return Reply(200, QueueList(items=items))
+
+
+def _quota(body: QueueIn | QueuePatch) -> dict[str, dict[str, int | None]]:
+    return {
+        res: {"nominal": q.nominal, "borrowingLimit": q.borrowing_limit}
+        for res, q in (body.quota or {}).items()
+    }
+
+
+@API.op(
+    "POST",
+    "/v1/tenants/{tenant}/queues",
+    summary="Create a queue",
+    tag="queues",
+    roles=ADMIN,
+    body=QueueIn,
+    response=QueueOut,
+    status=201,
+    errors=(404, 409),
+)
+async def create_queue(call: Call) -> Reply:
+    """Create a queue with quota, cohort and weight."""
+    body = call.body_as(QueueIn)
+    async with ctx(call.request).db.transaction() as conn:
+        tenant = await tenancy.get_tenant(conn, call.path("tenant"))
+        queue = await tenancy.create_queue(
+            conn, tenant, body.name, cohort=body.cohort, weight=body.weight, quota=_quota(body)
+        )
+        out = await _queue_out(conn, queue)
+    return Reply(201, out)
+
+
+@API.op(
+    "GET",
+    "/v1/tenants/{tenant}/queues/{queue}",
+    summary="Get a queue",
+    tag="queues",
+    response=QueueOut,
+    errors=(404,),
+)
+async def get_queue(call: Call) -> Reply:
+    """One queue with its usage against quota."""
+    async with ctx(call.request).db.connection() as conn:
+        tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
+        queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
+        out = await _queue_out(conn, queue)
+    return Reply(200, out)
+
+
+@API.op(
+    "PATCH",
+    "/v1/tenants/{tenant}/queues/{queue}",
+    summary="Change a queue",
+    tag="queues",
+    roles=ADMIN,
+    body=QueuePatch,
+    response=QueueOut,
+    errors=(404, 409),
+)
+async def update_queue(call: Call) -> Reply:
+    """Change cohort, weight or quota; `version` guards against lost updates."""
+    body = call.body_as(QueuePatch)
+    changes: dict[str, object] = {}
+    fields = body.model_fields_set
+    if "cohort" in fields:
+        changes["cohort"] = body.cohort
+    if body.weight is not None:
+        changes["weight"] = body.weight
+    if body.quota is not None:
+        changes["quota"] = _quota(body)
+    async with ctx(call.request).db.transaction() as conn:
+        tenant = await tenancy.get_tenant(conn, call.path("tenant"))
+        queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
+        queue = await tenancy.update_queue(
+            conn, queue, expected_version=body.version, changes=changes
+        )
+        out = await _queue_out(conn, queue)
+    return Reply(200, out)
+
+
+@API.op(
+    "DELETE",
+    "/v1/tenants/{tenant}/queues/{queue}",
+    summary="Delete a queue",
+    tag="queues",
+    roles=ADMIN,
+    status=204,
+    errors=(404, 409),
+)
+async def delete_queue(call: Call) -> Reply:
+    """Delete a queue without unfinished jobs."""
+    async with ctx(call.request).db.transaction() as conn:
+        tenant = await tenancy.get_tenant(conn, call.path("tenant"))
+        queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
+        await tenancy.delete_queue(conn, queue)
+    return Reply(204)
+
+
+class PriorityClassOut(BaseModel):
+    """A priority class."""
+
+    name: str
+    value: int
+    preemptible_default: bool = Field(serialization_alias="preemptibleDefault")
+    description: str
+
+
+class PriorityClassList(BaseModel):
+    """Priority classes, highest first."""
+
+    items: list[PriorityClassOut]
+
+
+@API.op(
+    "GET",
+    "/v1/priority-classes",
+    summary="List priority classes",
+    tag="queues",
+    response=PriorityClassList,
+)
+async def list_priority_classes(call: Call) -> Reply:
+    """Priority classes jobs may name."""
+    async with ctx(call.request).db.connection() as conn:
+        rows = await tenancy.list_priority_classes(conn)
+    return Reply(200, PriorityClassList(items=[PriorityClassOut(**r) for r in rows]))

@@ -1,0 +1,1 @@
+"""The hub's async shell around the scheduling core: loops that read, decide and write."""

@@ -1,0 +1,90 @@
+"""`suanpan-hub`: run the hub (`serve`) or apply database migrations (`migrate`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Sequence
+
+from federation.settings import HubSettings
+from federation.store import migrate
+from federation.store.bootstrap import ensure_admin_token
+from federation.store.database import Database
+from federation.store.embedded import EmbeddedPostgres
+
+log = logging.getLogger("suanpan.hub")
+
+
+@contextlib.asynccontextmanager
+async def database(settings: HubSettings) -> AsyncIterator[Database]:
+    """The configured database, or a throw-away embedded one (migrated) when none is set."""
+    embedded = None
+    url = settings.database_url
+    if url is None:
+        embedded = EmbeddedPostgres()
+        url = await embedded.start()
+        await migrate.upgrade(url)
+        log.warning("DATABASE_URL unset: using a throw-away embedded PostgreSQL")
+    db = Database(url)
+    try:
+        yield db
+    finally:
+        await db.close()
+        if embedded is not None:
+            await embedded.stop()
+
+
+async def serve(settings: HubSettings) -> None:
+    """Serve the API until SIGINT/SIGTERM."""
+    from aiohttp import web
+
+    from api.app import create_app
+
+    async with database(settings) as db:
+        token = await ensure_admin_token(db, settings.admin_token)
+        if token is not None and settings.admin_token is None:
+            print(f"first admin token (shown once): {token}", flush=True)
+        runner = web.AppRunner(create_app(db), access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
+        await site.start()
+        log.warning("hub listening on http://%s:%s", settings.host, settings.port)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `suanpan-hub`."""
+    parser = argparse.ArgumentParser(prog="suanpan-hub", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("serve", help="run the hub API (and, as leader, its controllers)")
+    run.add_argument("--host", help="listen address (default $SUANPAN_HOST or 127.0.0.1)")
+    run.add_argument("--port", type=int, help="listen port (default $SUANPAN_PORT or 8080)")
+    sub.add_parser("migrate", help="apply database migrations to $DATABASE_URL")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    settings = HubSettings.from_env()
+    if args.command == "migrate":
+        if settings.database_url is None:
+            print("suanpan-hub migrate: set DATABASE_URL", file=sys.stderr)
+            return 2
+        asyncio.run(migrate.upgrade(settings.database_url))
+        print("database is at the latest schema")
+        return 0
+    if args.host or args.port:
+        settings = HubSettings(
+            settings.database_url,
+            settings.admin_token,
+            args.host or settings.host,
+            args.port or settings.port,
+        )
+    asyncio.run(serve(settings))
+    return 0

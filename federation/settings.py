@@ -1,0 +1,26 @@
+"""Hub settings from the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HubSettings:
+    """Where the hub listens and which database it uses."""
+
+    database_url: str | None
+    admin_token: str | None
+    host: str = "127.0.0.1"
+    port: int = 8080
+
+    @classmethod
+    def from_env(cls) -> HubSettings:
+        """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`."""
+        return cls(
+            database_url=os.environ.get("DATABASE_URL") or None,
+            admin_token=os.environ.get("SUANPAN_ADMIN_TOKEN") or None,
+            host=os.environ.get("SUANPAN_HOST", "127.0.0.1"),
+            port=int(os.environ.get("SUANPAN_PORT", "8080")),
+        )

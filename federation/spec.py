@@ -1,0 +1,235 @@
+"""The job manifest users submit: one pydantic model, the source of validation and OpenAPI.
+
+A manifest is Kubernetes-like (`apiVersion/kind/metadata/spec`). Accelerators are asked for by
+capability (count, share of one device, minimum memory) with `anyOf` flavor alternatives
+matched against the catalog; images may be given per vendor.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from federation.catalog.types import Vendor
+
+MAX_TASKS = 16
+MAX_REPLICAS = 1024
+MAX_FLAVOR_CHOICES = 16
+MAX_LABELS = 64
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_SUFFIX = {
+    None: Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+}
+
+DnsLabel = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
+
+
+def _label_map(value: dict[str, str]) -> dict[str, str]:
+    if len(value) > MAX_LABELS:
+        raise ValueError(f"at most {MAX_LABELS} labels, got {len(value)}")
+    for key, val in value.items():
+        name = key.rsplit("/", 1)[-1]
+        if len(key) > 253 or len(name) > 63 or not _LABEL_KEY.match(key):
+            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
+        if len(val) > 63 or not _LABEL_VALUE.match(val):
+            raise ValueError(f"label value {val!r} of {key!r} is not a valid label value")
+    return value
+
+
+Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
+
+
+def parse_quantity(value: str | int | float) -> Decimal:
+    """Parse a Kubernetes quantity ("500m", "2", "16Gi") into a Decimal of base units."""
+    text = str(value).strip()
+    match = _QUANTITY.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a quantity (examples: 500m, 2, 16Gi)")
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(3)]
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
+        raise ValueError(f"{text!r} is not a quantity") from exc
+
+
+def _cpu(value: str | int | float) -> str:
+    milli = parse_quantity(value) * 1000
+    if milli < 1 or milli > 1024 * 1000:
+        raise ValueError("cpu must be between 1m and 1024")
+    return str(value)
+
+
+def _memory(value: str | int | float) -> str:
+    size = parse_quantity(value)
+    if size < 2**20 or size > 64 * 2**40:
+        raise ValueError("memory must be between 1Mi and 64Ti")
+    return str(value)
+
+
+CpuQuantity = Annotated[str | int, AfterValidator(_cpu)]
+MemoryQuantity = Annotated[str | int, AfterValidator(_memory)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=False, frozen=True)
+
+
+class FlavorChoice(_Strict):
+    """One acceptable accelerator flavor, with optional per-flavor overrides."""
+
+    flavor: str = Field(
+        min_length=3,
+        max_length=128,
+        pattern=r"^[a-z0-9-]+/[A-Za-z0-9.*_+-]+$",
+        description='Catalog flavor or pattern: "huawei/Ascend910B3", "nvidia/H100*", "metax/*"',
+    )
+    image: str | None = Field(default=None, max_length=512, description="image for this flavor")
+    count: int | None = Field(
+        default=None, ge=1, le=64, description="devices per replica on this flavor"
+    )
+    replicas: int | None = Field(
+        default=None, ge=1, le=MAX_REPLICAS, description="replicas when this flavor is chosen"
+    )
+
+
+class Accelerators(_Strict):
+    """Accelerators per replica, asked for by capability."""
+
+    count: int = Field(default=1, ge=1, le=64, description="whole devices per replica")
+    fraction: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="share of ONE device (compute), for GPU sharing; needs count 1",
+    )
+    min_memory: MemoryQuantity | None = Field(
+        default=None, alias="minMemory", description="memory per device (or per share)"
+    )
+    any_of: list[FlavorChoice] = Field(
+        alias="anyOf",
+        min_length=1,
+        max_length=MAX_FLAVOR_CHOICES,
+        description="acceptable flavors, in order of preference",
+    )
+
+    @model_validator(mode="after")
+    def _fraction_needs_one(self) -> Accelerators:
+        if self.fraction is not None and self.count != 1:
+            raise ValueError("fraction needs count 1: a share is a part of one device")
+        return self
+
+
+class Resources(_Strict):
+    """Per-replica resources."""
+
+    cpu: CpuQuantity = "1"
+    memory: MemoryQuantity = "1Gi"
+    accelerators: Accelerators | None = None
+
+
+class Task(_Strict):
+    """One role of a job: replicas of the same pod template."""
+
+    name: DnsLabel
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    image: str | None = Field(default=None, max_length=512)
+    images: dict[Vendor, Annotated[str, StringConstraints(max_length=512)]] = Field(
+        default_factory=dict, description="image per accelerator vendor"
+    )
+    command: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        default_factory=list, max_length=64
+    )
+    args: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
+        default_factory=list, max_length=256
+    )
+    env: dict[
+        Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
+        Annotated[str, StringConstraints(max_length=32768)],
+    ] = Field(default_factory=dict, max_length=128)
+    annotations: dict[
+        Annotated[str, StringConstraints(max_length=253)],
+        Annotated[str, StringConstraints(max_length=4096)],
+    ] = Field(default_factory=dict, max_length=64, description="pod annotations")
+    resources: Resources = Resources()
+
+    @model_validator(mode="after")
+    def _has_image(self) -> Task:
+        accel = self.resources.accelerators
+        choices_with_image = accel is not None and all(c.image for c in accel.any_of)
+        if not (self.image or self.images or choices_with_image):
+            raise ValueError("give an image: `image`, `images` per vendor, or one per flavor")
+        return self
+
+
+class Placement(_Strict):
+    """Where the job may run."""
+
+    regions: list[DnsLabel] = Field(default_factory=list, max_length=32)
+    clusters: list[DnsLabel] = Field(default_factory=list, max_length=256)
+    cluster_selector: Labels = Field(default_factory=dict, alias="clusterSelector")
+
+
+class JobSpec(_Strict):
+    """What to run and under which policy."""
+
+    queue: DnsLabel
+    priority_class: DnsLabel = Field(default="normal", alias="priorityClass")
+    preemptible: bool | None = Field(
+        default=None, description="may be evicted for higher priority (default: the class's)"
+    )
+    gang: bool = Field(default=True, description="all replicas of all tasks start together")
+    max_runtime_seconds: int | None = Field(
+        default=None, alias="maxRuntimeSeconds", ge=1, le=90 * 86400
+    )
+    placement: Placement = Placement()
+    tasks: list[Task] = Field(min_length=1, max_length=MAX_TASKS)
+
+    @model_validator(mode="after")
+    def _unique_task_names(self) -> JobSpec:
+        names = [t.name for t in self.tasks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"task names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+
+class Metadata(_Strict):
+    """Name, labels and (for admins) the tenant of a job."""
+
+    name: DnsLabel
+    tenant: DnsLabel | None = Field(default=None, description="required for admin tokens")
+    labels: Labels = Field(default_factory=dict)
+
+
+class JobManifest(_Strict):
+    """A job as submitted: `apiVersion: suanpan.io/v1`, `kind: Job`."""
+
+    api_version: Literal["suanpan.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["Job"]
+    metadata: Metadata
+    spec: JobSpec

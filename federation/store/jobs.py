@@ -1,0 +1,295 @@
+"""Jobs: submission (idempotent), reads with cursor pagination, and state transitions.
+
+Every state change is one transaction: the job row is locked, the transition checked against
+the lifecycle table, the row updated with a new version, and an event written beside it.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from federation.errors import Conflict, InvalidInput, NotFound
+from federation.scheduling.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, check_job
+from federation.store.records import Event, Job
+from federation.store.tables import clusters, events, jobs, placements, queues, tasks, tenants
+
+MAX_PAGE = 500
+
+_JOB_COLUMNS = (
+    *jobs.c,
+    tenants.c.name.label("tenant"),
+    queues.c.name.label("queue"),
+    clusters.c.name.label("cluster"),
+)
+_SKIP = {"idempotency_key", "request_hash", "cluster_id"}
+
+
+def _job_query() -> sa.Select[Any]:
+    return (
+        sa.select(*(c for c in _JOB_COLUMNS if c.name not in _SKIP))
+        .join(tenants, tenants.c.id == jobs.c.tenant_id)
+        .join(queues, queues.c.id == jobs.c.queue_id)
+        .outerjoin(clusters, clusters.c.id == jobs.c.cluster_id)
+    )
+
+
+def _job(row: sa.Row[Any]) -> Job:
+    return Job(**row._mapping)
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What the API hands the store for one submission."""
+
+    tenant_id: uuid.UUID
+    queue_id: uuid.UUID
+    name: str
+    labels: dict[str, str]
+    spec: dict[str, Any]
+    priority: int
+    priority_class: str
+    preemptible: bool
+    tasks: list[tuple[str, int, dict[str, Any]]]
+    idempotency_key: str | None = None
+    request_hash: str | None = None
+
+
+async def add_event(
+    conn: AsyncConnection,
+    *,
+    kind: str,
+    reason: str,
+    message: str = "",
+    job_id: uuid.UUID | None = None,
+    cluster_id: uuid.UUID | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> None:
+    """Append an event (in the caller's transaction)."""
+    await conn.execute(
+        sa.insert(events).values(
+            job_id=job_id,
+            cluster_id=cluster_id,
+            kind=kind,
+            reason=reason,
+            message=message,
+            data=dict(data or {}),
+        )
+    )
+
+
+async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
+    """Insert a Queued job; with an idempotency key, a repeat returns the first job.
+
+    Returns the job and whether it was created now. The same key with a different request
+    body is a conflict.
+    """
+    job_id = uuid.uuid4()
+    stmt = pg_insert(jobs).values(
+        id=job_id,
+        tenant_id=new.tenant_id,
+        queue_id=new.queue_id,
+        name=new.name,
+        labels=new.labels,
+        spec=new.spec,
+        state="Queued",
+        priority=new.priority,
+        priority_class=new.priority_class,
+        preemptible=new.preemptible,
+        idempotency_key=new.idempotency_key,
+        request_hash=new.request_hash,
+    )
+    if new.idempotency_key is not None:
+        stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+    inserted = await conn.scalar(stmt.returning(jobs.c.id))
+    if inserted is None:
+        existing = (
+            await conn.execute(
+                sa.select(jobs.c.id, jobs.c.request_hash).where(
+                    jobs.c.tenant_id == new.tenant_id,
+                    jobs.c.idempotency_key == new.idempotency_key,
+                )
+            )
+        ).one()
+        if existing.request_hash != new.request_hash:
+            raise Conflict(
+                "Idempotency-Key was already used with a different request body",
+                job=str(existing.id),
+            )
+        return await get(conn, existing.id), False
+    await conn.execute(
+        sa.insert(tasks),
+        [{"job_id": job_id, "name": n, "replicas": r, "spec": s} for n, r, s in new.tasks],
+    )
+    await add_event(
+        conn,
+        kind="Job",
+        reason="Submitted",
+        message=f"queued in {new.priority_class}",
+        job_id=job_id,
+    )
+    return await get(conn, job_id), True
+
+
+async def get(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None = None) -> Job:
+    """One job; with `tenant_id`, a job of another tenant is not found."""
+    query = _job_query().where(jobs.c.id == job_id)
+    if tenant_id is not None:
+        query = query.where(jobs.c.tenant_id == tenant_id)
+    row = (await conn.execute(query)).one_or_none()
+    if row is None:
+        raise NotFound("job", str(job_id))
+    return _job(row)
+
+
+def encode_cursor(seq: int) -> str:
+    """An opaque page cursor."""
+    return base64.urlsafe_b64encode(f"s:{seq}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    """The position a cursor stands for; a malformed cursor is invalid input."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        prefix, value = raw.split(":", 1)
+        if prefix != "s":
+            raise ValueError(prefix)
+        return int(value)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise InvalidInput("malformed cursor", []) from exc
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Filters of a job listing."""
+
+    tenant_id: uuid.UUID | None = None
+    queue: str | None = None
+    states: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+async def list_jobs(
+    conn: AsyncConnection, flt: JobFilter, *, limit: int, cursor: str | None
+) -> tuple[list[Job], str | None]:
+    """A page of jobs, newest first, and the cursor of the next page (None at the end)."""
+    query = _job_query().order_by(jobs.c.seq.desc()).limit(limit + 1)
+    if flt.tenant_id is not None:
+        query = query.where(jobs.c.tenant_id == flt.tenant_id)
+    if flt.queue is not None:
+        query = query.where(queues.c.name == flt.queue)
+    if flt.states:
+        query = query.where(jobs.c.state.in_(flt.states))
+    if flt.labels:
+        query = query.where(jobs.c.labels.contains(dict(flt.labels)))
+    if cursor is not None:
+        query = query.where(jobs.c.seq < decode_cursor(cursor))
+    page = [_job(r) for r in await conn.execute(query)]
+    if len(page) > limit:
+        return page[:limit], encode_cursor(page[limit - 1].seq)
+    return page, None
+
+
+async def transition(
+    conn: AsyncConnection,
+    job_id: uuid.UUID,
+    target: str,
+    *,
+    reason: str,
+    message: str = "",
+    data: Mapping[str, Any] | None = None,
+    expected_version: int | None = None,
+    tenant_id: uuid.UUID | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> Job:
+    """Move a job to `target` under a row lock, checking the lifecycle and the version."""
+    query = sa.select(jobs.c.state, jobs.c.version).where(jobs.c.id == job_id).with_for_update()
+    if tenant_id is not None:
+        query = query.where(jobs.c.tenant_id == tenant_id)
+    row = (await conn.execute(query)).one_or_none()
+    if row is None:
+        raise NotFound("job", str(job_id))
+    if expected_version is not None and row.version != expected_version:
+        raise Conflict(f"job changed meanwhile: version is {row.version}, not {expected_version}")
+    check_job(row.state, target)
+    stamps: dict[str, Any] = {}
+    if target == "Running":
+        stamps["started_at"] = sa.func.coalesce(jobs.c.started_at, sa.func.now())
+    if target in TERMINAL_JOB_STATES:
+        stamps["finished_at"] = sa.func.now()
+    await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            state=target,
+            reason=reason,
+            version=jobs.c.version + 1,
+            updated_at=sa.func.now(),
+            **stamps,
+            **dict(values or {}),
+        )
+    )
+    await add_event(
+        conn,
+        kind="Job",
+        reason=reason,
+        message=message or f"{row.state} → {target}",
+        job_id=job_id,
+        data={"from": row.state, "to": target, **dict(data or {})},
+    )
+    return await get(conn, job_id)
+
+
+async def cancel(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None) -> Job:
+    """Cancel a job and release its placement; cancelling a cancelled job changes nothing."""
+    job = await get(conn, job_id, tenant_id)
+    if job.state == "Cancelled":
+        return job
+    if "Cancelled" not in JOB_TRANSITIONS.get(job.state, frozenset()):
+        raise Conflict(f"job already {job.state}; nothing to cancel", state=job.state)
+    await release_placements(conn, job_id)
+    return await transition(conn, job_id, "Cancelled", reason="Cancelled", tenant_id=tenant_id)
+
+
+async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
+    """Mark the job's active placements released, with a new revision so agents notice."""
+    await conn.execute(
+        sa.update(placements)
+        .where(placements.c.job_id == job_id, placements.c.state == "Active")
+        .values(
+            state="Released",
+            released_at=sa.func.now(),
+            revision=sa.func.nextval("placement_revision_seq"),
+        )
+    )
+
+
+async def job_events(
+    conn: AsyncConnection, job_id: uuid.UUID, *, after: int = 0, limit: int = 100
+) -> list[Event]:
+    """Events of one job in order, after event id `after`."""
+    rows = await conn.execute(
+        sa.select(events)
+        .where(events.c.job_id == job_id, events.c.id > after)
+        .order_by(events.c.id)
+        .limit(limit)
+    )
+    return [Event(**r._mapping) for r in rows]
+
+
+async def state_counts(conn: AsyncConnection) -> list[tuple[str, str, str, int]]:
+    """(tenant, queue, state, count) for every non-empty combination (for metrics)."""
+    rows = await conn.execute(
+        sa.select(tenants.c.name, queues.c.name, jobs.c.state, sa.func.count())
+        .join(tenants, tenants.c.id == jobs.c.tenant_id)
+        .join(queues, queues.c.id == jobs.c.queue_id)
+        .group_by(tenants.c.name, queues.c.name, jobs.c.state)
+    )
+    return [(r[0], r[1], r[2], int(r[3])) for r in rows]

@@ -1,0 +1,88 @@
+"""Typed rows the store returns (plain frozen values, no connection attached)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+Role = Literal["admin", "member", "viewer", "agent"]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a token's role and what it is bound to."""
+
+    token_id: uuid.UUID
+    role: Role
+    tenant_id: uuid.UUID | None = None
+    cluster_id: uuid.UUID | None = None
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """A tenant: owns queues and jobs."""
+
+    id: uuid.UUID
+    name: str
+    display_name: str
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Queue:
+    """A queue of one tenant with its quota, cohort and fair-share weight."""
+
+    id: uuid.UUID
+    tenant_id: uuid.UUID
+    tenant: str
+    name: str
+    cohort: str | None
+    weight: float
+    quota: dict[str, dict[str, int | None]]
+    version: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job row with its identifying names resolved."""
+
+    id: uuid.UUID
+    seq: int
+    tenant_id: uuid.UUID
+    tenant: str
+    queue_id: uuid.UUID
+    queue: str
+    name: str
+    labels: dict[str, str]
+    spec: dict[str, Any]
+    state: str
+    priority: int
+    priority_class: str
+    preemptible: bool
+    reason: str
+    pending_reasons: dict[str, Any]
+    cluster: str | None
+    epoch: int
+    version: int
+    queued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to a job or cluster."""
+
+    id: int
+    job_id: uuid.UUID | None
+    cluster_id: uuid.UUID | None
+    kind: str
+    reason: str
+    message: str
+    data: dict[str, Any]
+    created_at: datetime

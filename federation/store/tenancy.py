@@ -1,0 +1,173 @@
+"""Tenants, their queues (quota, cohort, weight) and the priority classes."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from federation.errors import Conflict, NotFound
+from federation.store.records import Queue, Tenant
+from federation.store.tables import jobs, priority_classes, queues, tenants
+
+
+async def create_tenant(conn: AsyncConnection, name: str, display_name: str = "") -> Tenant:
+    """Create a tenant; a taken name is a conflict."""
+    try:
+        async with conn.begin_nested():
+            row = (
+                await conn.execute(
+                    sa.insert(tenants)
+                    .values(name=name, display_name=display_name)
+                    .returning(*tenants.c)
+                )
+            ).one()
+    except IntegrityError as exc:
+        raise Conflict(f"tenant {name!r} already exists") from exc
+    return Tenant(**row._mapping)
+
+
+async def get_tenant(conn: AsyncConnection, name: str) -> Tenant:
+    """The tenant named `name`."""
+    row = (await conn.execute(sa.select(tenants).where(tenants.c.name == name))).one_or_none()
+    if row is None:
+        raise NotFound("tenant", name)
+    return Tenant(**row._mapping)
+
+
+async def tenant_by_id(conn: AsyncConnection, tenant_id: uuid.UUID) -> Tenant:
+    """The tenant with this id."""
+    row = (await conn.execute(sa.select(tenants).where(tenants.c.id == tenant_id))).one_or_none()
+    if row is None:
+        raise NotFound("tenant", str(tenant_id))
+    return Tenant(**row._mapping)
+
+
+async def list_tenants(conn: AsyncConnection, only: uuid.UUID | None = None) -> list[Tenant]:
+    """All tenants, or only the one with id `only`."""
+    query = sa.select(tenants).order_by(tenants.c.name)
+    if only is not None:
+        query = query.where(tenants.c.id == only)
+    return [Tenant(**r._mapping) for r in await conn.execute(query)]
+
+
+async def delete_tenant(conn: AsyncConnection, name: str) -> None:
+    """Delete an empty tenant (no queues left)."""
+    tenant = await get_tenant(conn, name)
+    try:
+        async with conn.begin_nested():
+            await conn.execute(sa.delete(tenants).where(tenants.c.id == tenant.id))
+    except IntegrityError as exc:
+        raise Conflict(f"tenant {name!r} still has queues or jobs") from exc
+
+
+_QUEUE_COLUMNS = (*queues.c, tenants.c.name.label("tenant"))
+
+
+def _queue_query() -> sa.Select[Any]:
+    return sa.select(*_QUEUE_COLUMNS).join(tenants, tenants.c.id == queues.c.tenant_id)
+
+
+async def create_queue(
+    conn: AsyncConnection,
+    tenant: Tenant,
+    name: str,
+    *,
+    cohort: str | None,
+    weight: float,
+    quota: dict[str, dict[str, int | None]],
+) -> Queue:
+    """Create a queue in `tenant`."""
+    try:
+        async with conn.begin_nested():
+            await conn.execute(
+                sa.insert(queues).values(
+                    tenant_id=tenant.id, name=name, cohort=cohort, weight=weight, quota=quota
+                )
+            )
+    except IntegrityError as exc:
+        raise Conflict(f"queue {name!r} already exists in tenant {tenant.name!r}") from exc
+    return await get_queue(conn, tenant.id, name)
+
+
+async def get_queue(conn: AsyncConnection, tenant_id: uuid.UUID, name: str) -> Queue:
+    """The queue `name` of a tenant."""
+    row = (
+        await conn.execute(
+            _queue_query().where(queues.c.tenant_id == tenant_id, queues.c.name == name)
+        )
+    ).one_or_none()
+    if row is None:
+        raise NotFound("queue", name)
+    return Queue(**row._mapping)
+
+
+async def list_queues(conn: AsyncConnection, tenant_id: uuid.UUID | None = None) -> list[Queue]:
+    """All queues, or those of one tenant."""
+    query = _queue_query().order_by(tenants.c.name, queues.c.name)
+    if tenant_id is not None:
+        query = query.where(queues.c.tenant_id == tenant_id)
+    return [Queue(**r._mapping) for r in await conn.execute(query)]
+
+
+async def update_queue(
+    conn: AsyncConnection,
+    queue: Queue,
+    *,
+    expected_version: int | None,
+    changes: dict[str, Any],
+) -> Queue:
+    """Change a queue's cohort, weight or quota, checking the version when one is given."""
+    where = [queues.c.id == queue.id]
+    if expected_version is not None:
+        where.append(queues.c.version == expected_version)
+    result = await conn.execute(
+        sa.update(queues).where(*where).values(**changes, version=queues.c.version + 1)
+    )
+    if result.rowcount == 0:
+        raise Conflict(
+            f"queue {queue.name!r} changed meanwhile (version is not {expected_version})"
+        )
+    return await get_queue(conn, queue.tenant_id, queue.name)
+
+
+async def delete_queue(conn: AsyncConnection, queue: Queue) -> None:
+    """Delete a queue that holds no unfinished job."""
+    busy = await conn.scalar(
+        sa.select(sa.func.count())
+        .select_from(jobs)
+        .where(
+            jobs.c.queue_id == queue.id, jobs.c.state.not_in(("Succeeded", "Failed", "Cancelled"))
+        )
+    )
+    if busy:
+        raise Conflict(f"queue {queue.name!r} still holds {busy} unfinished jobs")
+    try:
+        async with conn.begin_nested():
+            await conn.execute(sa.delete(jobs).where(jobs.c.queue_id == queue.id))
+            await conn.execute(sa.delete(queues).where(queues.c.id == queue.id))
+    except IntegrityError as exc:  # pragma: no cover - guarded by the count above
+        raise Conflict(f"queue {queue.name!r} is in use") from exc
+
+
+async def priority_class(conn: AsyncConnection, name: str) -> tuple[int, bool]:
+    """Value and preemptible default of a priority class."""
+    row = (
+        await conn.execute(
+            sa.select(priority_classes.c.value, priority_classes.c.preemptible_default).where(
+                priority_classes.c.name == name
+            )
+        )
+    ).one_or_none()
+    if row is None:
+        raise NotFound("priority class", name)
+    return int(row.value), bool(row.preemptible_default)
+
+
+async def list_priority_classes(conn: AsyncConnection) -> list[dict[str, Any]]:
+    """All priority classes, highest first."""
+    rows = await conn.execute(sa.select(priority_classes).order_by(priority_classes.c.value.desc()))
+    return [dict(r._mapping) for r in rows]

@@ -1,0 +1,127 @@
+"""The job API on real PostgreSQL: submit, read, list, paginate, cancel, events."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tests.integration.conftest import Hub, job_manifest
+
+pytestmark = pytest.mark.integration
+
+
+async def test_submit_then_get_returns_the_queued_job(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    status, job = await hub.call("POST", "/v1/jobs", token, json=job_manifest())
+    assert status == 201
+    assert job["state"] == "Queued"
+    assert job["tenant"] == "acme" and job["queue"] == "default"
+    assert job["priorityClass"] == "normal" and job["priority"] == 0
+    status, again = await hub.call("GET", f"/v1/jobs/{job['id']}", token)
+    assert status == 200 and again["id"] == job["id"]
+    assert again["spec"]["spec"]["tasks"][0]["replicas"] == 2
+
+
+async def test_yaml_body_is_accepted(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    manifest = """
+apiVersion: suanpan.io/v1
+kind: Job
+metadata: {name: prep}
+spec:
+  queue: default
+  priorityClass: low
+  tasks:
+  - name: etl
+    image: python:3.11
+    resources: {cpu: 500m, memory: 2Gi}
+"""
+    status, job = await hub.call(
+        "POST", "/v1/jobs", token, data=manifest, headers={"Content-Type": "application/yaml"}
+    )
+    assert status == 201, job
+    assert job["preemptible"] is True  # the default of class "low"
+
+
+async def test_same_idempotency_key_twice_gives_one_job(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    headers = {"Idempotency-Key": "run-42"}
+    first = await hub.call("POST", "/v1/jobs", token, json=job_manifest(), headers=headers)
+    second = await hub.call("POST", "/v1/jobs", token, json=job_manifest(), headers=headers)
+    assert (first[0], second[0]) == (201, 200)
+    assert first[1]["id"] == second[1]["id"]
+    _, page = await hub.call("GET", "/v1/jobs", token)
+    assert len(page["items"]) == 1
+
+
+async def test_concurrent_submissions_with_one_key_create_one_job(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    headers = {"Idempotency-Key": "burst"}
+    results = await asyncio.gather(
+        *(
+            hub.call("POST", "/v1/jobs", token, json=job_manifest(), headers=headers)
+            for _ in range(8)
+        )
+    )
+    assert sorted(s for s, _ in results).count(201) == 1
+    assert len({body["id"] for _, body in results}) == 1
+
+
+async def test_same_key_with_another_body_is_a_conflict_and_writes_nothing(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    headers = {"Idempotency-Key": "k1"}
+    await hub.call("POST", "/v1/jobs", token, json=job_manifest("a"), headers=headers)
+    status, problem = await hub.call(
+        "POST", "/v1/jobs", token, json=job_manifest("b"), headers=headers
+    )
+    assert status == 409
+    assert problem["type"].endswith("/conflict")
+    _, page = await hub.call("GET", "/v1/jobs", token)
+    assert [j["name"] for j in page["items"]] == ["a"]
+
+
+async def test_list_filters_and_paginates_with_a_cursor(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    for i in range(7):
+        labels = {"team": "cv" if i % 2 else "nlp"}
+        manifest = job_manifest(f"job-{i}")
+        manifest["metadata"]["labels"] = labels
+        assert (await hub.call("POST", "/v1/jobs", token, json=manifest))[0] == 201
+    seen: list[str] = []
+    cursor = None
+    while True:
+        query = {"limit": "3", **({"cursor": cursor} if cursor else {})}
+        status, page = await hub.call("GET", "/v1/jobs", token, params=query)
+        assert status == 200
+        seen += [j["name"] for j in page["items"]]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    assert seen == [f"job-{i}" for i in reversed(range(7))]
+    _, cv = await hub.call("GET", "/v1/jobs", token, params={"label": "team=cv"})
+    assert sorted(j["name"] for j in cv["items"]) == ["job-1", "job-3", "job-5"]
+    _, queued = await hub.call("GET", "/v1/jobs", token, params={"state": "Queued,Running"})
+    assert len(queued["items"]) == 7
+    _, none = await hub.call("GET", "/v1/jobs", token, params={"state": "Succeeded"})
+    assert none["items"] == []
+
+
+async def test_cancel_is_idempotent_and_recorded_in_events(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    _, job = await hub.call("POST", "/v1/jobs", token, json=job_manifest())
+    first = await hub.call("POST", f"/v1/jobs/{job['id']}/cancel", token)
+    second = await hub.call("POST", f"/v1/jobs/{job['id']}/cancel", token)
+    assert first[0] == second[0] == 200
+    assert first[1]["state"] == second[1]["state"] == "Cancelled"
+    assert second[1]["version"] == first[1]["version"]
+    _, events = await hub.call("GET", f"/v1/jobs/{job['id']}/events", token)
+    assert [e["reason"] for e in events["items"]] == ["Submitted", "Cancelled"]
+
+
+async def test_explain_of_a_fresh_job_says_it_waits(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    _, job = await hub.call("POST", "/v1/jobs", token, json=job_manifest())
+    status, why = await hub.call("GET", f"/v1/jobs/{job['id']}/explain", token)
+    assert status == 200
+    assert why["state"] == "Queued" and why["clusters"] == []
