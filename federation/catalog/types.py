@@ -6,8 +6,11 @@ The loader (`federation.catalog.loader`) builds them from the catalog data file.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from fnmatch import fnmatchcase
 from typing import Literal
 
 
@@ -75,6 +78,27 @@ class NodeSelectorRule:
 
     match_labels: tuple[tuple[str, str], ...] = ()
 
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """True when the rule names at least one label and every one of them holds."""
+        return bool(self.match_labels) and all(labels.get(k) == v for k, v in self.match_labels)
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyVariant:
+    """A node-specific topology of a model, e.g. Ascend 910B in a 16-NPU chassis.
+
+    It applies to a node whose labels hold all `match_labels` and that has at least
+    `min_devices` devices of the model; the first variant that applies wins.
+    """
+
+    topology: TopologyRule
+    match_labels: tuple[tuple[str, str], ...] = ()
+    min_devices: int = 0
+
+    def applies(self, labels: Mapping[str, str], count: int) -> bool:
+        """Whether this variant describes a node with these labels and device count."""
+        return count >= self.min_devices and all(labels.get(k) == v for k, v in self.match_labels)
+
 
 @dataclass(frozen=True, slots=True)
 class AcceleratorModel:
@@ -91,10 +115,49 @@ class AcceleratorModel:
     sharing: SharingRule = SharingRule()
     visible_devices_env: str = ""  # e.g. "NVIDIA_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"
     device_annotation: str = ""  # pod annotation the device plugin reads for exact device ids
-    tolerations: tuple[tuple[str, str], ...] = ()  # (key, effect) the vendor's nodes are tainted with
+    tolerations: tuple[
+        tuple[str, str], ...
+    ] = ()  # (key, effect) the vendor's nodes are tainted with
     aliases: tuple[str, ...] = field(default=())  # other spellings users may request
+    # Other extended resources that count whole devices of this model (one may cover several
+    # models, e.g. MindCluster's "huawei.com/Ascend910"; then node labels pick the model).
+    extra_resources: tuple[str, ...] = ()
+    # Node labels whose value names the product (e.g. "nvidia.com/gpu.product") and the
+    # product-name patterns (shell globs over `normalize_product` form) that mean this model;
+    # the node discovery matches the vendor tools' product names against the same patterns.
+    product_labels: tuple[str, ...] = ()
+    product_names: tuple[str, ...] = ()
+    memory_label: str = ""  # node label giving MiB per device, e.g. "nvidia.com/gpu.memory"
+    topology_variants: tuple[TopologyVariant, ...] = ()  # node-specific topologies, first wins
 
     @property
     def key(self) -> str:
         """Stable identifier of the flavor: `<vendor>/<model>`."""
         return f"{self.vendor.value}/{self.model}"
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        """Every extended resource counting whole devices of this model, main one first."""
+        return (self.resource, *self.extra_resources)
+
+    def matches_product(self, product: str) -> bool:
+        """Whether a product name (from a tool or a node label) designates this model."""
+        name = normalize_product(product)
+        own = {normalize_product(n) for n in (self.model, *self.aliases)}
+        return name in own or any(fnmatchcase(name, p) for p in self.product_names)
+
+    def topology_for(self, labels: Mapping[str, str], count: int) -> TopologyRule:
+        """The topology of this model on a node with these labels and `count` devices."""
+        for variant in self.topology_variants:
+            if variant.applies(labels, count):
+                return variant.topology
+        return self.topology
+
+
+def normalize_product(name: str) -> str:
+    """Canonical product spelling: lower case, every run of other characters one '-'.
+
+    "NVIDIA A100-SXM4-80GB" (nvidia-smi) and "NVIDIA-A100-SXM4-80GB" (feature-discovery label)
+    both become "nvidia-a100-sxm4-80gb".
+    """
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")

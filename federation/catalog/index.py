@@ -1,0 +1,80 @@
+"""`Catalog`: the loaded, immutable set of accelerator models and the look-ups on it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from types import MappingProxyType
+
+from federation.catalog.types import AcceleratorModel, Vendor, normalize_product
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Accelerator models by key `<vendor>/<model>` (see `federation.catalog.load_catalog`)."""
+
+    models: Mapping[str, AcceleratorModel]
+    reference_fp16_tflops: float = 312.0
+    _folded: Mapping[str, AcceleratorModel] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        models = dict(self.models)
+        for key, model in models.items():
+            if key != model.key:
+                raise ValueError(f"catalog entry {key!r} holds model {model.key!r}")
+        object.__setattr__(self, "models", MappingProxyType(models))
+        folded = {key.lower(): model for key, model in models.items()}
+        object.__setattr__(self, "_folded", MappingProxyType(folded))
+
+    def get(self, key: str) -> AcceleratorModel | None:
+        """The model with this key (case-insensitive), or None."""
+        return self.models.get(key) or self._folded.get(key.lower())
+
+    def match(self, spec: str) -> list[AcceleratorModel]:
+        """Models a user-facing spec names, sorted by key; case-insensitive.
+
+        `spec` is `[<vendor>/]<name>` where both parts may be shell globs and `<name>` matches
+        a model name or one of its aliases: "huawei/Ascend910B3", "huawei/*", "nvidia/H100*",
+        "V100M32" (an alias, any vendor).
+        """
+        vendor, sep, name = spec.strip().lower().rpartition("/")
+        vendor = vendor if sep else "*"
+        if not name:
+            return []
+        return [
+            model
+            for key, model in sorted(self.models.items())
+            if fnmatchcase(model.vendor.value, vendor)
+            and any(fnmatchcase(n.lower(), name) for n in (model.model, *model.aliases))
+        ]
+
+    def speed(self, key: str) -> float:
+        """Normalized speed of one device of the model `key`; KeyError if unknown."""
+        model = self.get(key)
+        if model is None:
+            raise KeyError(f"unknown accelerator model {key!r}")
+        return model.speed
+
+    def managed_resources(self) -> tuple[str, ...]:
+        """Every extended resource the catalog knows: whole-device and sharing ones, sorted."""
+        names: set[str] = set()
+        for model in self.models.values():
+            s = model.sharing
+            names.update(model.resources)
+            names.update(r for r in (s.share_resource, s.memory_resource, s.core_resource) if r)
+        return tuple(sorted(names))
+
+    def identify_product(self, vendor: Vendor, product: str) -> AcceleratorModel | None:
+        """The model of `vendor` a product name (vendor tool or node label) designates.
+
+        An exact model name or alias wins over a product-name pattern; several pattern matches
+        and no match give None.
+        """
+        found = [
+            m for m in self.models.values() if m.vendor is vendor and m.matches_product(product)
+        ]
+        name = normalize_product(product)
+        exact = [m for m in found if name in {normalize_product(n) for n in (m.model, *m.aliases)}]
+        chosen = exact or found
+        return chosen[0] if len(chosen) == 1 else None
