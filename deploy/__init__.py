@@ -1,0 +1,1 @@
+"""Deployment tooling: Helm charts, manifests and local real-cluster tooling."""

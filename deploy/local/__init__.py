@@ -1,0 +1,1 @@
+"""Local multi-cluster Kubernetes test environment (real control planes, kwok nodes)."""

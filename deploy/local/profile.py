@@ -1,0 +1,127 @@
+"""Node profiles: which fake (kwok) nodes each local cluster gets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_PROFILE = Path(__file__).parent / "profiles" / "mixed.yaml"
+KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+CLUSTER_LABEL = "suanpan.io/cluster"
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_CORE_RESOURCES = {"cpu", "memory", "pods", "ephemeral-storage"}
+
+
+class ProfileError(ValueError):
+    """The profile file is malformed."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One fake node: name, labels, annotations, capacity (= allocatable)."""
+
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    capacity: Mapping[str, str]
+
+    def manifest(self, cluster: str) -> dict[str, Any]:
+        """The v1 Node object to create (with status) for `cluster`."""
+        labels = {
+            **self.labels,
+            "kubernetes.io/hostname": self.name,
+            "type": "kwok",
+            CLUSTER_LABEL: cluster,
+        }
+        annotations = {**self.annotations, KWOK_ANNOTATION[0]: KWOK_ANNOTATION[1]}
+        return {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": self.name, "labels": labels, "annotations": annotations},
+            "spec": {},
+            "status": {"capacity": dict(self.capacity), "allocatable": dict(self.capacity)},
+        }
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """The nodes of one cluster."""
+
+    name: str
+    nodes: tuple[NodeSpec, ...]
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A parsed profile file."""
+
+    path: Path
+    clusters: tuple[ClusterProfile, ...]
+
+    def accelerator_resources(self) -> list[str]:
+        """Sorted extended (vendor-domain) resource names over all clusters' nodes."""
+        return sorted(
+            {
+                res
+                for c in self.clusters
+                for n in c.nodes
+                for res in n.capacity
+                if res not in _CORE_RESOURCES
+                and "/" in res
+                and not res.split("/", 1)[0].endswith("kubernetes.io")
+            }
+        )
+
+
+def _str_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProfileError(f"{where}: expected a mapping, got {type(value).__name__}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def load_profile(path: Path = DEFAULT_PROFILE) -> Profile:
+    """Parse and validate a profile YAML file."""
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ProfileError(f"cannot read profile {path}: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("clusters"), list):
+        raise ProfileError(f"{path}: needs a top-level `clusters` list")
+    defaults = doc.get("defaults") or {}
+    base_cap = _str_map(defaults.get("capacity"), "defaults.capacity")
+    base_labels = _str_map(defaults.get("labels"), "defaults.labels")
+    clusters: list[ClusterProfile] = []
+    for i, raw in enumerate(doc["clusters"]):
+        where = f"{path}: clusters[{i}]"
+        if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
+            raise ProfileError(f"{where}: needs `name` and a `nodes` list")
+        name = str(raw.get("name", ""))
+        if not _DNS1123.match(name) or any(c.name == name for c in clusters):
+            raise ProfileError(f"{where}: name {name!r} is not a unique DNS-1123 label")
+        nodes: list[NodeSpec] = []
+        for j, rn in enumerate(raw["nodes"]):
+            nwhere = f"{where}.nodes[{j}]"
+            if not isinstance(rn, dict):
+                raise ProfileError(f"{nwhere}: expected a mapping")
+            nname = str(rn.get("name", ""))
+            if not _DNS1123.match(nname) or any(n.name == nname for n in nodes):
+                raise ProfileError(f"{nwhere}: name {nname!r} is not a unique DNS-1123 label")
+            nodes.append(
+                NodeSpec(
+                    name=nname,
+                    labels={**base_labels, **_str_map(rn.get("labels"), f"{nwhere}.labels")},
+                    annotations=_str_map(rn.get("annotations"), f"{nwhere}.annotations"),
+                    capacity={**base_cap, **_str_map(rn.get("capacity"), f"{nwhere}.capacity")},
+                )
+            )
+        clusters.append(ClusterProfile(name, tuple(nodes)))
+    if not clusters:
+        raise ProfileError(f"{path}: no clusters")
+    return Profile(path, tuple(clusters))

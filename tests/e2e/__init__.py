@@ -1,0 +1,1 @@
+"""End-to-end tests against real local Kubernetes control planes."""

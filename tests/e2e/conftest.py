@@ -1,0 +1,79 @@
+"""Fixtures: real local Kubernetes clusters (deploy/local), built and started once per session.
+
+* `k8s_env_factory(clusters=2, extender_url=None)` starts (or reuses) an environment;
+  `extender_url` may contain `{cluster}` or be a {cluster: url} mapping, so a test
+  module can plug in its own scheduler extender.  Every environment is torn down at
+  session end, also when tests fail.
+* `k8s_clusters`: 2 clusters without extender; parametrize it indirectly with
+  `{"clusters": N, "extender_url": URL}` for another shape.
+
+If the binaries cannot be built, the fixtures fail (never skip).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+from deploy.local.binaries import BuildError, ensure_binaries
+from deploy.local.clusters import ClustersError, Environment, down, up
+
+ExtenderURL = str | Mapping[str, str] | None
+
+
+class K8sEnvFactory:
+    """Starts local cluster environments on demand and stops them all on close()."""
+
+    def __init__(self, bin_dir: Path) -> None:
+        self.bin_dir = bin_dir
+        self._envs: dict[tuple[int, str], Environment] = {}
+
+    def __call__(self, clusters: int = 2, extender_url: ExtenderURL = None) -> Environment:
+        """Return a running environment with `clusters` clusters and this extender URL."""
+        if not 1 <= clusters <= 3:
+            raise ValueError("the e2e fixtures support 1..3 clusters")
+        key_url = repr(sorted(extender_url.items())) if isinstance(extender_url, Mapping) else ""
+        key = (clusters, key_url or str(extender_url))
+        if key not in self._envs:
+            try:
+                self._envs[key] = asyncio.run(
+                    up(clusters, extender_url=extender_url, bin_dir=self.bin_dir)
+                )
+            except ClustersError as exc:
+                pytest.fail(f"local clusters did not come up: {exc}", pytrace=False)
+        return self._envs[key]
+
+    def close(self) -> None:
+        """Stop every environment started by this factory."""
+        envs, self._envs = list(self._envs.values()), {}
+        for env in envs:
+            asyncio.run(down(env.workdir))
+
+
+@pytest.fixture(scope="session")
+def k8s_bin_dir() -> Path:
+    """Directory with kube-apiserver, kube-scheduler, kcm, kubectl, kwok, etcd (built once)."""
+    try:
+        return ensure_binaries()
+    except BuildError as exc:
+        pytest.fail(f"cannot build the local Kubernetes binaries: {exc}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def k8s_env_factory(k8s_bin_dir: Path) -> Iterator[K8sEnvFactory]:
+    """Session-wide factory of local cluster environments (see module docstring)."""
+    factory = K8sEnvFactory(k8s_bin_dir)
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture(scope="session")
+def k8s_clusters(k8s_env_factory: K8sEnvFactory, request: pytest.FixtureRequest) -> Environment:
+    """Two running clusters without extender (or the shape given by indirect parametrization)."""
+    shape = getattr(request, "param", {})
+    return k8s_env_factory(shape.get("clusters", 2), shape.get("extender_url"))
