@@ -15,9 +15,10 @@ Rules, in order:
    resource of an accelerator vendor the catalog does not know ("nvidia.com/mig-1g.10gb"),
    gives an `UnrecognizedResource` instead of vanishing.
 3. HAMi split counts: a sharing count resource, or a whole resource that is also the model's
-   `share_resource` on a node carrying a HAMi register annotation ("hami.io/node-*register*"),
-   advertises physical devices x split. The physical count is then our discovery count label
-   when it names the model, else the advertised count // `max_shares` (when set).
+   `share_resource` on a node HAMi's plugin registered ("hami.io/node-nvidia-register":
+   nvidia.com/gpu = physical x deviceSplitCount), advertises more than the physical devices.
+   The physical count is then our discovery count label when it names the model, else the
+   advertised count // `max_shares` (when set), else the advertised count.
 4. One entry per model: whole resources beat sharing ones, the model's main resource beats its
    `extra_resources`.
 5. Memory per device: discovery label, then the model's `memory_label`, then the catalog.
@@ -95,7 +96,7 @@ def resolve_node(
             reason = f"the node labels name none of the models using it ({keys})"
             unrecognized.append(UnrecognizedResource(name, count, reason))
             continue
-        split = not whole or (name == model.sharing.share_resource and _hami(annotations))
+        split = not whole or (name == model.sharing.share_resource and _hami(model, annotations))
         devices = _resolved(
             model, name, _physical(model, count, labels) if split else count, labels
         )
@@ -192,8 +193,9 @@ def _pick(candidates: list[AcceleratorModel], labels: Mapping[str, str]) -> Acce
     return by_selector[0] if len(by_selector) == 1 else None
 
 
-def _hami(annotations: Mapping[str, str]) -> bool:
-    return any(k.startswith("hami.io/node-") and "register" in k for k in annotations)
+def _hami(model: AcceleratorModel, annotations: Mapping[str, str]) -> bool:
+    """Whether HAMi's device plugin of the model's vendor registered this node."""
+    return f"hami.io/node-{model.vendor.value}-register" in annotations
 
 
 def _label_int(labels: Mapping[str, str], key: str) -> int | None:
