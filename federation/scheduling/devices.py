@@ -146,6 +146,21 @@ def max_feasible_count(node: NodeDevices, req: DeviceRequest) -> int:
     return 0
 
 
+def shape(node: NodeDevices, count: int) -> str:
+    """How `count` whole devices must lie on `node`, in words (for reasons)."""
+    gs, spill = node.group_size, node.topology.spill
+    if gs >= node.size:
+        return "on the node"
+    if count <= gs:
+        return f"in one group of {gs}" if spill != "any" else f"(one group of {gs} preferred)"
+    if spill == "whole_groups":
+        return f"as whole groups of {gs}"
+    if spill == "even_split":
+        k = _even_split_groups(count, gs)
+        return f"as {k} groups of {count // k}"
+    return "across groups"
+
+
 def allocate(node: NodeDevices, req: DeviceRequest, devices: tuple[int, ...]) -> NodeDevices:
     """Return `node` with `req` placed on `devices`; raise `DeviceConflict` if they are not free."""
     _check_indices(node, req, devices)
@@ -213,12 +228,12 @@ def _fit_whole(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> Fit
             f"{sum(capable)} have it (largest {biggest} MiB)",
         )
     if _choose_whole(node, capable, count, prefer) is None:
-        return Fit(FitCode.UNRESOLVABLE, f"{count} devices {_shape(node, count)} impossible")
+        return Fit(FitCode.UNRESOLVABLE, f"{count} devices {shape(node, count)} impossible")
     chosen = _choose_whole(node, _usable(node, req.memory_mib, now=True), count, prefer)
     if chosen is None:
         return Fit(
             FitCode.INSUFFICIENT,
-            f"needs {count} free devices {_shape(node, count)}, "
+            f"needs {count} free devices {shape(node, count)}, "
             f"largest feasible {max_feasible_count(node, req)} ({node.free_count()} free)",
         )
     return Fit(FitCode.OK, "", chosen)
@@ -235,20 +250,6 @@ def _usable(node: NodeDevices, memory_mib: int, *, now: bool) -> list[bool]:
         node.memory_mib[i] >= memory_mib and (node.is_free(i) if now else True)
         for i in range(node.size)
     ]
-
-
-def _shape(node: NodeDevices, count: int) -> str:
-    gs, spill = node.group_size, node.topology.spill
-    if gs >= node.size:
-        return "on the node"
-    if count <= gs:
-        return f"in one group of {gs}" if spill != "any" else f"(one group of {gs} preferred)"
-    if spill == "whole_groups":
-        return f"as whole groups of {gs}"
-    if spill == "even_split":
-        k = _even_split_groups(count, gs)
-        return f"as {k} groups of {count // k}"
-    return "across groups"
 
 
 def _even_split_groups(count: int, group_size: int) -> int:

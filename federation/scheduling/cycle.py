@@ -1,0 +1,169 @@
+"""One scheduling cycle: `schedule(snapshot, pending, now=..., config=...) -> CycleResult`.
+
+Pure and deterministic: the same snapshot, pending jobs, `now` and config give the same
+result. The hub, the simulator and the benchmarks all call this function.
+
+For each pending job in `ordering` order: run the filters on every cluster (through the flavor
+assigner), score the clusters that pass and place the job on the best one (the state then
+holds it, so later jobs see the capacity taken). A job that fits nowhere is rejected when every
+cluster answers unresolvable, may preempt when preemption is enabled, or stays pending with
+the reason of each cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from federation.scheduling.decisions import (
+    CycleResult,
+    Pending,
+    Placed,
+    Preempted,
+    Rejected,
+    unresolvable_everywhere,
+)
+from federation.scheduling.flavors import FlavorAssigner, Verdict, assignments
+from federation.scheduling.framework import Candidate, JobContext, Registry, SchedulerConfig
+from federation.scheduling.model import Assignment, Job, Placement, ReplicaPlacement, Snapshot
+from federation.scheduling.ordering import PendingOrder
+from federation.scheduling.plugins import DEFAULT_REGISTRY
+from federation.scheduling.preemption import find_preemption
+from federation.scheduling.state import State
+from federation.scheduling.status import Code, Status, unresolvable
+
+DEFAULT_CONFIG = SchedulerConfig()
+FLEET = "*"  # key of a reason that concerns the job itself, not one cluster
+
+
+def schedule(
+    snapshot: Snapshot,
+    pending: Sequence[Job],
+    *,
+    now: float,
+    config: SchedulerConfig = DEFAULT_CONFIG,
+    registry: Registry = DEFAULT_REGISTRY,
+) -> CycleResult:
+    """Decide, for every pending job, place / preempt / leave pending / reject, with reasons.
+
+    `now` (seconds, injected) only feeds priority aging (`config.priority_aging_s`); the core
+    reads no clock. The snapshot is never modified.
+    """
+    return _Cycle(snapshot, config, registry, now).run(pending)
+
+
+class _Cycle:
+    def __init__(
+        self, snapshot: Snapshot, config: SchedulerConfig, registry: Registry, now: float
+    ) -> None:
+        self.config = config
+        self.now = now
+        self.state = State(snapshot)
+        self.profile = registry.profile(config)
+        self.fits = FlavorAssigner(self.profile)
+        self.cluster_filters = {f.name for f in self.profile.cluster_filters}
+        self.placed: list[Placed] = []
+        self.preempted: list[Preempted] = []
+        self.pending: list[Pending] = []
+        self.rejected: list[Rejected] = []
+
+    def run(self, jobs: Sequence[Job]) -> CycleResult:
+        ledger = self.state.quota
+        order = PendingOrder(
+            jobs,
+            share=lambda q: ledger.dominant_share(q) if q in ledger.queues else 0.0,
+            priority=self._aged_priority,
+        )
+        for job in order:
+            self._decide(job)
+        return CycleResult(
+            tuple(self.placed), tuple(self.preempted), tuple(self.pending), tuple(self.rejected)
+        )
+
+    def _aged_priority(self, job: Job) -> int:
+        aging = self.config.priority_aging_s
+        if aging <= 0:
+            return job.priority
+        return job.priority + int(max(self.now - job.created_at, 0.0) // aging)
+
+    def _decide(self, job: Job) -> None:
+        problem = self._invalid(job)
+        if problem:
+            self.rejected.append(Rejected(job, {FLEET: unresolvable(problem)}))
+            return
+        state = self.state
+        ctx = JobContext(job, state, self.config, assignments(job, self.config))
+        with state.trial() as trial:
+            state.unhold(job.id)  # capacity held for this job is free for it
+            verdicts = {name: self.fits(ctx, c) for name, c in state.clusters.items()}
+            fitting = [
+                Candidate(state.clusters[name], v.assignment, v.estimate)
+                for name, v in verdicts.items()
+                if v.status.ok and v.assignment is not None
+            ]
+            if fitting:
+                self._place(ctx, fitting)
+                trial.keep()
+                return
+            reasons = {name: v.status for name, v in verdicts.items()}
+            if unresolvable_everywhere(reasons):
+                self.rejected.append(Rejected(job, reasons))
+                return
+            preemption = None
+            if self.config.preemption:
+                helpable = [state.clusters[n] for n, v in verdicts.items() if self._helps(v)]
+                preemption = find_preemption(ctx, helpable, self.fits)
+        if preemption is None or preemption.verdict.assignment is None:
+            self.pending.append(Pending(job, reasons))
+            return
+        for victim in preemption.victims:
+            state.mark_preempting(victim.job.id)
+        estimate = preemption.verdict.estimate
+        reservation = _placement(
+            job,
+            preemption.cluster,
+            preemption.verdict.assignment,
+            estimate.replicas if estimate is not None else (),
+        )
+        self.preempted.append(Preempted(job, preemption.victims, reservation, preemption.reason))
+
+    def _helps(self, verdict: Verdict) -> bool:
+        """Whether evicting jobs could change this cluster's answer."""
+        status: Status = verdict.status
+        return status.code is Code.UNSCHEDULABLE and status.plugin not in self.cluster_filters
+
+    def _place(self, ctx: JobContext, fitting: list[Candidate]) -> None:
+        ranks = self.profile.rank(ctx, fitting)
+        best = max(
+            range(len(fitting)), key=lambda i: (ranks[i]["total"], -fitting[i].cluster.order)
+        )
+        chosen = fitting[best]
+        estimate = chosen.estimate
+        placement = _placement(
+            ctx.job,
+            chosen.cluster.name,
+            chosen.assignment,
+            estimate.replicas if estimate is not None else (),
+        )
+        self.state.place(placement)
+        self.placed.append(Placed(placement, ranks[best]))
+
+    def _invalid(self, job: Job) -> str:
+        if job.queue not in self.state.quota.queues:
+            return f"unknown queue {job.queue!r}"
+        if job.id in self.state.placements:
+            return "job is already placed"
+        if not job.tasks:
+            return "job has no tasks"
+        for task in job.tasks:
+            if task.replicas < 1:
+                return f"task {task.name}: replicas must be >= 1"
+            if task.accelerators is not None and not task.accelerators.options:
+                return f"task {task.name}: no accelerator flavor to choose from"
+        return ""
+
+
+def _placement(
+    job: Job, cluster: str, assignment: Assignment, replicas: tuple[ReplicaPlacement, ...]
+) -> Placement:
+    flavors = tuple(o.flavor if o is not None else "" for o in assignment)
+    return Placement(job, cluster, flavors, replicas)

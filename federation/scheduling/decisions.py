@@ -1,0 +1,84 @@
+"""What a cycle decides: placed, preempted, pending (with a reason per cluster), rejected."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from federation.scheduling.model import Job, Placement
+from federation.scheduling.status import Code, Status
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A job placed on a cluster: flavors per task, per replica node and devices (an estimate
+    the cluster's extender refines), and the score breakdown that chose the cluster."""
+
+    placement: Placement
+    scores: Mapping[str, float]  # plugin name -> 0..100, plus "total"
+
+    @property
+    def reason(self) -> str:
+        """The winning score in words."""
+        parts = ", ".join(f"{k} {v:g}" for k, v in sorted(self.scores.items()) if k != "total")
+        return f"{self.placement.cluster}: score {self.scores.get('total', 0):g} ({parts})"
+
+
+@dataclass(frozen=True, slots=True)
+class Preempted:
+    """Victims evicted so that `preemptor` fits; `reservation` holds the freed capacity for it
+    (the shell passes it back as a snapshot reservation until the preemptor is placed)."""
+
+    preemptor: Job
+    victims: tuple[Placement, ...]
+    reservation: Placement
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """A job left waiting, with the first failing filter per cluster."""
+
+    job: Job
+    reasons: Mapping[str, Status]  # cluster name -> status
+
+    @property
+    def message(self) -> str:
+        """kube-scheduler style summary: "0/3 clusters available: a: ...; b: ..."."""
+        detail = "; ".join(f"{c}: {s}" for c, s in self.reasons.items())
+        return f"0/{len(self.reasons)} clusters available: {detail}"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A job that can never run in this fleet (unresolvable everywhere, or invalid)."""
+
+    job: Job
+    reasons: Mapping[str, Status]
+
+    @property
+    def message(self) -> str:
+        """Every cluster's reason in one line."""
+        return "; ".join(f"{c}: {s}" for c, s in self.reasons.items())
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    """Everything one call of `schedule` decided."""
+
+    placed: tuple[Placed, ...] = ()
+    preempted: tuple[Preempted, ...] = ()
+    pending: tuple[Pending, ...] = ()
+    rejected: tuple[Rejected, ...] = ()
+
+    def pending_reason(self, job_id: str, cluster: str) -> Status | None:
+        """The status that kept `job_id` out of `cluster`, if it is pending."""
+        for pending in self.pending:
+            if pending.job.id == job_id:
+                return pending.reasons.get(cluster)
+        return None
+
+
+def unresolvable_everywhere(reasons: Mapping[str, Status]) -> bool:
+    """True when some cluster was asked and every one answered UNRESOLVABLE."""
+    return bool(reasons) and all(s.code is Code.UNRESOLVABLE for s in reasons.values())

@@ -1,0 +1,209 @@
+"""The frozen facts the scheduling core reads: fleet, queues, jobs, placements, snapshot.
+
+Everything here is an immutable value. A `Snapshot` is built once per cycle by a shell (hub,
+simulator, benchmark); the core copies only the usage it changes (`state.State`).
+
+Quota resources are strings: `"cpu"` (milli-CPU), `"memory"` (MiB), a flavor key such as
+`"huawei/Ascend910B3"` (milli-devices) and `"compute"` (devices x flavor speed x 1000).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from federation.scheduling.devices import WHOLE, DeviceRequest, NodeDevices
+
+CPU = "cpu"
+MEMORY = "memory"
+COMPUTE = "compute"
+
+NO_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+def _no_labels() -> Mapping[str, str]:
+    return NO_LABELS
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    """A node taint; `NoSchedule` and `NoExecute` taints keep untolerating work off the node."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node of a member cluster with its allocatable and used capacity."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    pods: int = 110
+    used_cpu_milli: int = 0
+    used_memory_mib: int = 0
+    used_pods: int = 0
+    devices: tuple[NodeDevices, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=_no_labels)
+    taints: tuple[Taint, ...] = ()
+    ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """A member cluster (one Kubernetes control plane in one data center)."""
+
+    name: str
+    region: str = ""
+    zone: str = ""
+    nodes: tuple[Node, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=_no_labels)
+    ready: bool = True
+    cordoned: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A queue's share of one resource: `nominal`, plus up to `borrowing_limit` from its cohort
+    (None: no limit beyond what the cohort has unused)."""
+
+    nominal: int
+    borrowing_limit: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A tenant's queue. Resources absent from `quota` are not limited by this queue."""
+
+    name: str
+    tenant: str = ""
+    cohort: str = ""  # queues of one cohort lend each other unused nominal quota
+    weight: float = 1.0  # fair-share weight within the cohort
+    quota: Mapping[str, Quota] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True, slots=True)
+class FlavorOption:
+    """One acceptable accelerator flavor for a task: `count` devices (or a `milli` share) of
+    `flavor` with `memory_mib` per device; `speed` is the catalog's normalized speed."""
+
+    flavor: str
+    count: int = 1
+    milli: int = WHOLE
+    memory_mib: int = 0
+    speed: float = 1.0
+    tolerations: tuple[str, ...] = ()  # taint keys the vendor's nodes carry
+
+    @property
+    def request(self) -> DeviceRequest:
+        """The per-replica device request of this option."""
+        return DeviceRequest(count=self.count, milli=self.milli, memory_mib=self.memory_mib)
+
+    @property
+    def milli_devices(self) -> int:
+        """Devices one replica takes, in milli-devices."""
+        return self.count * self.milli
+
+
+@dataclass(frozen=True, slots=True)
+class AcceleratorRequest:
+    """Accelerators of a task: any one of `options`, in the user's order of preference."""
+
+    options: tuple[FlavorOption, ...]
+
+    def option_for(self, flavor: str) -> FlavorOption | None:
+        """The option naming `flavor`, if any."""
+        return next((o for o in self.options if o.flavor == flavor), None)
+
+
+Assignment = tuple[FlavorOption | None, ...]  # the option each task runs with (None: no devices)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """A set of identical replicas (pods) of a job."""
+
+    name: str
+    replicas: int = 1
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    accelerators: AcceleratorRequest | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Constraints:
+    """Where a job may run: empty sets mean anywhere; all selector labels must match."""
+
+    regions: frozenset[str] = frozenset()
+    clusters: frozenset[str] = frozenset()
+    cluster_selector: Mapping[str, str] = field(default_factory=_no_labels)
+    preferred_regions: tuple[str, ...] = ()  # soft hint for the locality score
+    tolerations: tuple[str, ...] = ()  # node taint keys the job tolerates
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A unit of admission: all tasks run in one cluster. A gang starts all replicas at once."""
+
+    id: str
+    queue: str
+    tasks: tuple[Task, ...]
+    priority: int = 0
+    preemptible: bool = True
+    created_at: float = 0.0  # seconds, injected by the shell
+    gang: bool = True
+    constraints: Constraints = Constraints()
+    runtime_s: float = 0.0  # run time so far (running jobs): what an eviction loses
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPlacement:
+    """Where one replica of task `task` sits: node name and device indices of the flavor."""
+
+    task: int
+    node: str
+    devices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """A job placed on a cluster with one flavor per task ("" for a task without accelerators).
+
+    `replicas` lists the replicas whose node (and devices) are known; `epoch` fences agents.
+    """
+
+    job: Job
+    cluster: str
+    flavors: tuple[str, ...]
+    replicas: tuple[ReplicaPlacement, ...] = ()
+    epoch: int = 0
+
+    def option(self, task: int) -> FlavorOption | None:
+        """The flavor option task `task` runs with (None for a task without accelerators)."""
+        accelerators = self.job.tasks[task].accelerators
+        if accelerators is None or not self.flavors[task]:
+            return None
+        return accelerators.option_for(self.flavors[task])
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What the core knows at the start of a cycle.
+
+    - `clusters`: nodes with usage as the clusters report it (running pods included).
+    - `placements`: jobs the hub has placed (placed, dispatched, running, preempting): they count
+      against quota and are the preemption candidates.
+    - `reservations`: placements whose usage the clusters do not report yet, and capacity held
+      for preemptors; the core subtracts them from free capacity. A reservation of a pending job
+      is free for that job only.
+    - `preempting`: ids of placed jobs already being evicted (never chosen again as victims).
+    """
+
+    clusters: tuple[Cluster, ...] = ()
+    queues: tuple[Queue, ...] = ()
+    placements: tuple[Placement, ...] = ()
+    reservations: tuple[Placement, ...] = ()
+    preempting: frozenset[str] = field(default_factory=frozenset)

@@ -1,0 +1,236 @@
+"""Assignment filter: every replica the job needs fits on some node at once (first fit
+decreasing over nodes), with device fit against free devices minus reservations.
+
+Clusters are first checked against per-flavor summaries (free devices, most free on one node)
+so that most clusters that cannot hold a job are rejected without visiting nodes; results are
+cached per cluster version and request shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from itertools import chain
+
+from federation.scheduling.devices import (
+    WHOLE,
+    NodeDevices,
+    Preference,
+    allocate,
+    fit,
+    max_feasible_count,
+    shape,
+)
+from federation.scheduling.framework import Estimate, JobContext
+from federation.scheduling.model import Assignment, FlavorOption, Job, ReplicaPlacement, Task
+from federation.scheduling.state import ClusterState, NodeState
+from federation.scheduling.status import SUCCESS, Status, unschedulable
+
+
+class Room:
+    """Scratch free capacity of one node while replicas are tried on it."""
+
+    __slots__ = ("cpu", "devices", "memory", "pods")
+
+    def __init__(self, cpu: int, memory: int, pods: int, devices: dict[str, NodeDevices]) -> None:
+        self.cpu = cpu
+        self.memory = memory
+        self.pods = pods
+        self.devices = devices
+
+    @classmethod
+    def of(cls, node: NodeState) -> Room:
+        """The node's free capacity now."""
+        return cls(node.cpu_free, node.memory_free, node.pods_free, dict(node.devices))
+
+    def fill(
+        self, task: Task, option: FlavorOption | None, want: int, prefer: Preference
+    ) -> list[tuple[int, ...]]:
+        """Place up to `want` replicas of `task` here; the device indices of each."""
+        placed: list[tuple[int, ...]] = []
+        request = option.request if option is not None else None
+        while (
+            len(placed) < want
+            and self.cpu >= task.cpu_milli
+            and self.memory >= task.memory_mib
+            and self.pods >= 1
+        ):
+            if option is not None and request is not None:
+                devices = self.devices.get(option.flavor)
+                if devices is None:
+                    break
+                chosen = fit(devices, request, prefer=prefer)
+                if not chosen.ok:
+                    break
+                self.devices[option.flavor] = allocate(devices, request, chosen.devices)
+                placed.append(chosen.devices)
+            else:
+                placed.append(())
+            self.cpu -= task.cpu_milli
+            self.memory -= task.memory_mib
+            self.pods -= 1
+        return placed
+
+
+def shape_key(job: Job) -> Hashable:
+    """What of a job besides its assignment decides its gang fit (jobs alike share results)."""
+    tasks = tuple((t.name, t.replicas, t.cpu_milli, t.memory_mib) for t in job.tasks)
+    return (tasks, job.gang, job.constraints.tolerations)
+
+
+class GangFit:
+    """Unschedulable unless all replicas of a gang (one per task otherwise) fit right now."""
+
+    name = "gang_fit"
+
+    def filter(self, ctx: JobContext, cluster: ClusterState, assignment: Assignment) -> Status:
+        """SUCCESS with an estimate recorded in `ctx.estimates`, or the shortfall in numbers."""
+        key = ("gang", assignment, shape_key(ctx.job), ctx.config.device_preference)
+        found: tuple[Status, Estimate | None] | None = cluster.cache.get(key)
+        if found is None:
+            found = cluster.cache[key] = _estimate(ctx, cluster, assignment)
+        status, estimate = found
+        if estimate is not None:
+            ctx.estimates[(cluster.name, assignment)] = estimate
+        return status
+
+
+def _estimate(
+    ctx: JobContext, cluster: ClusterState, assignment: Assignment
+) -> tuple[Status, Estimate | None]:
+    job, prefer = ctx.job, ctx.config.device_preference
+    status = _summary_check(cluster, job, assignment)
+    if not status.ok:
+        return status, None
+    rooms: dict[int, Room] = {}
+    replicas: list[ReplicaPlacement] = []
+    complete = True
+    for t in sorted(range(len(job.tasks)), key=lambda t: _size(job.tasks[t], assignment[t])):
+        task, option = job.tasks[t], assignment[t]
+        tolerations = ctx.tolerations(option)
+        placed = 0
+        for i in _candidates(cluster, option, prefer):
+            room = rooms.get(i)
+            if room is None:
+                node = cluster.nodes[i]
+                if not node.tolerates(tolerations) or not _may_hold(node, task):
+                    continue
+                room = rooms[i] = Room.of(node)
+            for devices in room.fill(task, option, task.replicas - placed, prefer):
+                replicas.append(ReplicaPlacement(t, cluster.nodes[i].node.name, devices))
+                placed += 1
+            if placed == task.replicas:
+                break
+        need = task.replicas if job.gang else 1
+        if placed < need:
+            return _shortfall(cluster, task, option, placed, need, rooms), None
+        complete = complete and placed == task.replicas
+    used = {cluster.node_index[r.node] for r in replicas}
+    intact = sum(1 for i in used if _untouched(cluster.nodes[i]))
+    replicas.sort(key=lambda r: r.task)
+    return SUCCESS, Estimate(tuple(replicas), len(used), intact, complete)
+
+
+def _size(task: Task, option: FlavorOption | None) -> tuple[int, int, int]:
+    """Sort key placing the largest replicas first (first fit decreasing)."""
+    milli = option.milli_devices if option is not None else 0
+    return (-milli, -task.memory_mib, -task.cpu_milli)
+
+
+def _may_hold(node: NodeState, task: Task) -> bool:
+    return (
+        node.cpu_free >= task.cpu_milli
+        and node.memory_free >= task.memory_mib
+        and node.pods_free >= 1
+    )
+
+
+def _untouched(node: NodeState) -> bool:
+    return bool(node.devices) and all(d.free_count() == d.size for d in node.devices.values())
+
+
+def _candidates(
+    cluster: ClusterState, option: FlavorOption | None, prefer: Preference
+) -> Iterable[int]:
+    """Nodes that may hold a replica: fullest first when packing, emptiest when spreading."""
+    if option is None:
+        return cluster.ready_nodes
+    index = cluster.flavors.get(option.flavor)
+    if index is None:
+        return ()
+    fullest_first = prefer == "pack"
+    if option.milli < WHOLE:
+        return chain(sorted(index.partial), index.nodes_with(1, fullest_first=fullest_first))
+    return index.nodes_with(option.count, fullest_first=fullest_first)
+
+
+def _summary_check(cluster: ClusterState, job: Job, assignment: Assignment) -> Status:
+    """Reject from per-flavor counts alone when the free devices cannot be enough."""
+    need: dict[str, int] = {}
+    for task, option in zip(job.tasks, assignment, strict=True):
+        if option is None:
+            continue
+        index = cluster.flavors.get(option.flavor)
+        if index is None or not index.nodes:
+            return unschedulable(f"task {task.name}: no ready node with {option.flavor}")
+        if option.milli < WHOLE:
+            if not index.free and not index.partial:
+                return unschedulable(f"task {task.name}: no {option.flavor} device has room")
+            continue
+        largest = index.largest_free()
+        if option.count > largest:
+            return unschedulable(
+                f"task {task.name}: needs {option.count}x {option.flavor} on one node, "
+                f"at most {largest} free on a node"
+            )
+        replicas = task.replicas if job.gang else 1
+        need[option.flavor] = need.get(option.flavor, 0) + replicas * option.count
+    for flavor, count in need.items():
+        free = cluster.flavors[flavor].free
+        if count > free:
+            return unschedulable(f"needs {count}x {flavor} at once, {free} free")
+    return SUCCESS
+
+
+def _shortfall(
+    cluster: ClusterState,
+    task: Task,
+    option: FlavorOption | None,
+    placed: int,
+    need: int,
+    rooms: dict[int, Room],
+) -> Status:
+    """Why the replicas of `task` do not fit, with numbers."""
+    each = f"{task.cpu_milli}m CPU, {task.memory_mib} MiB"
+    if option is None:
+        return unschedulable(f"task {task.name}: {placed} of {need} replicas fit ({each} each)")
+    index = cluster.flavors[option.flavor]
+    request = option.request
+    if placed or request.is_share:
+        return unschedulable(
+            f"task {task.name}: {placed} of {need} replicas of "
+            f"{_amount(option)} fit, {index.free} devices free"
+        )
+    best, example = 0, None
+    for k in range(len(index.buckets) - 1, 0, -1):
+        if k <= best:
+            break
+        for i in sorted(index.buckets[k]):
+            room = rooms.get(i)
+            devices = room.devices if room is not None else cluster.nodes[i].devices
+            example = devices[option.flavor]
+            best = max(best, max_feasible_count(example, request))
+    if best >= option.count:
+        return unschedulable(
+            f"task {task.name}: nodes with {_amount(option)} free lack CPU, memory or pods "
+            f"({each} per replica)"
+        )
+    where = shape(example, option.count) if example is not None else ""
+    return unschedulable(
+        f"task {task.name}: needs {_amount(option)} per replica {where}, largest feasible {best}"
+    )
+
+
+def _amount(option: FlavorOption) -> str:
+    if option.milli < WHOLE:
+        return f"a {option.milli}m share of {option.flavor}"
+    return f"{option.count}x {option.flavor}"

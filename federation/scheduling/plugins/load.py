@@ -1,0 +1,23 @@
+"""Cluster load a placement would leave, shared by the packing and balance scores."""
+
+from __future__ import annotations
+
+from federation.scheduling.devices import WHOLE
+from federation.scheduling.framework import Candidate, JobContext
+
+
+def utilization_after(ctx: JobContext, candidate: Candidate) -> float:
+    """Used fraction (0..1) of the job's flavors in the cluster once the job is placed there;
+    CPU for a job without accelerators."""
+    cluster = candidate.cluster
+    flavors = {o.flavor for o in candidate.assignment if o is not None}
+    if not flavors:
+        ready = [cluster.nodes[i] for i in cluster.ready_nodes]
+        total = sum(n.node.cpu_milli for n in ready)
+        used = sum(n.node.cpu_milli - n.cpu_free for n in ready)
+        adding = sum(t.replicas * t.cpu_milli for t in ctx.job.tasks)
+    else:
+        total = sum(cluster.flavors[f].total * WHOLE for f in flavors)
+        used = sum(cluster.flavors[f].used_milli for f in flavors)
+        adding = sum(ctx.demand(candidate.assignment).get(f, 0) for f in flavors)
+    return min((used + adding) / total, 1.0) if total else 1.0

@@ -1,0 +1,364 @@
+"""The per-cycle working copy of a snapshot: usage only, with trials that undo themselves.
+
+Static facts (clusters, nodes, queues, jobs) stay the frozen values of the `Snapshot`; a
+`State` copies only what the cycle changes: free CPU, memory, pods and devices per node, quota
+usage, the set of placements. `State.trial()` opens a context in which every change is logged
+and undone on exit unless kept, so a preemption dry run leaves the state exactly as it was.
+
+Per cluster and flavor a `FlavorIndex` buckets nodes by their number of free whole devices,
+so gang fit visits only nodes that could hold a replica and most clusters are rejected from
+summary numbers alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from federation.scheduling.devices import WHOLE, DeviceConflict, DeviceRequest, NodeDevices
+from federation.scheduling.devices import allocate as allocate_devices
+from federation.scheduling.devices import release as release_devices
+from federation.scheduling.model import Cluster, Node, Placement, Snapshot
+from federation.scheduling.quota import QuotaLedger, demand
+
+HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What one replica takes on one node (`request` None: no devices)."""
+
+    node: int
+    cpu_milli: int
+    memory_mib: int
+    model: str = ""
+    request: DeviceRequest | None = None
+    devices: tuple[int, ...] = ()
+
+
+class NodeState:
+    """Free capacity of one node in this cycle."""
+
+    __slots__ = ("cpu_free", "devices", "hard_taints", "index", "memory_free", "node", "pods_free")
+
+    def __init__(self, index: int, node: Node) -> None:
+        self.index = index
+        self.node = node
+        self.cpu_free = node.cpu_milli - node.used_cpu_milli
+        self.memory_free = node.memory_mib - node.used_memory_mib
+        self.pods_free = node.pods - node.used_pods
+        self.devices: dict[str, NodeDevices] = {d.model: d for d in node.devices}
+        self.hard_taints = frozenset(t.key for t in node.taints if t.effect in HARD_TAINT_EFFECTS)
+
+    def tolerates(self, tolerations: frozenset[str]) -> bool:
+        """Whether work tolerating `tolerations` may run here."""
+        return self.hard_taints <= tolerations
+
+
+class FlavorIndex:
+    """The ready nodes of one cluster carrying one flavor, bucketed by free whole devices."""
+
+    __slots__ = ("buckets", "free", "nodes", "partial", "total", "used_milli")
+
+    def __init__(self) -> None:
+        self.nodes: list[int] = []  # ready nodes carrying the flavor
+        self.total = 0  # devices on those nodes
+        self.free = 0  # free whole devices
+        self.used_milli = 0
+        self.buckets: list[set[int]] = [set()]  # buckets[k]: nodes with k free devices
+        self.partial: set[int] = set()  # nodes with a shared device that has room left
+
+    def enter(self, node: int, devices: NodeDevices) -> None:
+        """Count `devices` of `node` in the summaries."""
+        free = devices.free_count()
+        while len(self.buckets) <= free:
+            self.buckets.append(set())
+        self.buckets[free].add(node)
+        self.free += free
+        self.used_milli += sum(devices.used_milli)
+        if any(0 < used < WHOLE for used in devices.used_milli):
+            self.partial.add(node)
+
+    def leave(self, node: int, devices: NodeDevices) -> None:
+        """Remove `devices` of `node` from the summaries."""
+        free = devices.free_count()
+        self.buckets[free].discard(node)
+        self.free -= free
+        self.used_milli -= sum(devices.used_milli)
+        self.partial.discard(node)
+
+    def largest_free(self) -> int:
+        """Most free whole devices on one node."""
+        return next((k for k in range(len(self.buckets) - 1, 0, -1) if self.buckets[k]), 0)
+
+    def nodes_with(self, at_least: int, *, fullest_first: bool = True) -> Iterator[int]:
+        """Nodes with at least `at_least` free devices, by free count then index."""
+        counts = range(max(at_least, 1), len(self.buckets))
+        for k in counts if fullest_first else reversed(counts):
+            yield from sorted(self.buckets[k])
+
+
+class ClusterState:
+    """Free capacity of one cluster in this cycle, with per-flavor indexes and caches."""
+
+    def __init__(self, cluster: Cluster, order: int, versions: Iterator[int]) -> None:
+        self.cluster = cluster
+        self.name = cluster.name
+        self.order = order  # position in the snapshot: the final tie-break
+        self.nodes = [NodeState(i, node) for i, node in enumerate(cluster.nodes)]
+        self.node_index = {node.name: i for i, node in enumerate(cluster.nodes)}
+        self.ready_nodes = [n.index for n in self.nodes if n.node.ready]
+        self.flavors: dict[str, FlavorIndex] = {}
+        for n in self.nodes:
+            for model, devices in n.devices.items():
+                index = self.flavors.setdefault(model, FlavorIndex())
+                if n.node.ready:
+                    index.nodes.append(n.index)
+                    index.total += devices.size
+                    index.enter(n.index, devices)
+        self._versions = versions
+        self.version = next(versions)
+        self.cache: dict[Hashable, Any] = {}  # valid for this version only
+        self.static_cache: dict[Hashable, Any] = {}  # facts that usage does not change
+
+    def take(self, usage: Usage) -> None:
+        """Apply one replica's usage; raises `DeviceConflict` (changing nothing) if not free."""
+        n = self.nodes[usage.node]
+        if usage.request is not None:
+            before = n.devices[usage.model]
+            after = allocate_devices(before, usage.request, usage.devices)
+            self._swap(n, usage.model, before, after)
+        n.cpu_free -= usage.cpu_milli
+        n.memory_free -= usage.memory_mib
+        n.pods_free -= 1
+        self._touch()
+
+    def give(self, usage: Usage) -> None:
+        """Undo `take(usage)` exactly; raises `DeviceConflict` (changing nothing) if not held."""
+        n = self.nodes[usage.node]
+        if usage.request is not None:
+            before = n.devices[usage.model]
+            after = release_devices(before, usage.request, usage.devices)
+            self._swap(n, usage.model, before, after)
+        n.cpu_free += usage.cpu_milli
+        n.memory_free += usage.memory_mib
+        n.pods_free += 1
+        self._touch()
+
+    def _swap(self, n: NodeState, model: str, before: NodeDevices, after: NodeDevices) -> None:
+        index = self.flavors[model]
+        tracked = n.node.ready
+        if tracked:
+            index.leave(n.index, before)
+        n.devices[model] = after
+        if tracked:
+            index.enter(n.index, after)
+
+    def _touch(self) -> None:
+        self.version = next(self._versions)
+        self.cache.clear()
+
+    def usages(self, placement: Placement) -> list[Usage]:
+        """The node usage of a placement's known replicas on this cluster."""
+        result = []
+        for replica in placement.replicas:
+            node = self.node_index.get(replica.node)
+            if node is None:
+                continue
+            task = placement.job.tasks[replica.task]
+            option = placement.option(replica.task)
+            result.append(
+                Usage(
+                    node,
+                    task.cpu_milli,
+                    task.memory_mib,
+                    option.flavor if option else "",
+                    option.request if option and replica.devices else None,
+                    replica.devices if option else (),
+                )
+            )
+        return result
+
+    def fingerprint(self) -> tuple[Hashable, ...]:
+        """All usage of the cluster as one comparable value (for tests)."""
+        return tuple(
+            (n.cpu_free, n.memory_free, n.pods_free, tuple(sorted(n.devices.items())))
+            for n in self.nodes
+        )
+
+
+class State:
+    """Working state of one cycle: clusters, quota usage, placements; changes can be trials."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        versions = itertools.count()
+        self.clusters = {
+            c.name: ClusterState(c, i, versions) for i, c in enumerate(snapshot.clusters)
+        }
+        self.quota = QuotaLedger(snapshot.queues)
+        self.placements: dict[str, Placement] = {}
+        self.preempting: set[str] = set(snapshot.preempting)
+        self.held: dict[str, list[tuple[str, Usage]]] = {}  # reservations by holding job id
+        self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
+        self._undo: list[list[Callable[[], None]]] = []
+        for placement in snapshot.placements:
+            self._account(placement, 1)
+        for reservation in snapshot.reservations:
+            self.hold(reservation)
+
+    # --- trials ----------------------------------------------------------------------------
+
+    @contextmanager
+    def trial(self) -> Iterator[Trial]:
+        """Log every change made inside; undo them on exit unless `keep()` was called."""
+        log: list[Callable[[], None]] = []
+        self._undo.append(log)
+        marker = Trial()
+        try:
+            yield marker
+        finally:
+            self._undo.pop()
+            if marker.kept and self._undo:
+                self._undo[-1].extend(log)
+            elif not marker.kept:
+                for undo in reversed(log):
+                    undo()
+
+    def _log(self, undo: Callable[[], None]) -> None:
+        if self._undo:
+            self._undo[-1].append(undo)
+
+    # --- changes ---------------------------------------------------------------------------
+
+    def place(self, placement: Placement) -> None:
+        """Add a new placement: charge quota and take its replicas' node usage."""
+        cluster = self.clusters[placement.cluster]
+        taken = self._take_all(cluster, cluster.usages(placement))
+        self._account(placement, 1)
+
+        def undo() -> None:
+            self._account(placement, -1)
+            self._give_all(cluster, taken)
+
+        self._log(undo)
+
+    def evict(self, placement: Placement) -> None:
+        """Remove a placement: refund quota and free what its replicas hold on their nodes."""
+        cluster = self.clusters[placement.cluster]
+        given = []
+        for usage in cluster.usages(placement):
+            try:
+                cluster.give(usage)
+            except DeviceConflict:  # the cluster does not report these devices as used
+                usage = Usage(usage.node, usage.cpu_milli, usage.memory_mib)
+                cluster.give(usage)
+            given.append(usage)
+        self._account(placement, -1)
+
+        def undo() -> None:
+            self._account(placement, 1)
+            self._take_all(cluster, given)
+
+        self._log(undo)
+
+    def hold(self, reservation: Placement) -> None:
+        """Hold capacity for `reservation.job` (replicas whose devices are taken are skipped)."""
+        cluster = self.clusters.get(reservation.cluster)
+        if cluster is None:
+            return
+        taken = self._take_all(cluster, cluster.usages(reservation), skip_conflicts=True)
+        held = [(cluster.name, u) for u in taken]
+        self.held.setdefault(reservation.job.id, []).extend(held)
+        self._log(lambda: self._unhold(reservation.job.id, held))
+
+    def unhold(self, job_id: str) -> None:
+        """Free the capacity held for `job_id` (so that job itself may use it)."""
+        held = self.held.pop(job_id, [])
+        for cluster, usage in held:
+            self.clusters[cluster].give(usage)
+        if held:
+            self._log(lambda: self._rehold(job_id, held))
+
+    def mark_preempting(self, job_id: str) -> None:
+        """Record that a placed job is being evicted (not a victim candidate any more)."""
+        self.preempting.add(job_id)
+        self._log(lambda: self.preempting.discard(job_id))
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _account(self, placement: Placement, sign: int) -> None:
+        options = tuple(placement.option(t) for t in range(len(placement.job.tasks)))
+        self.quota.charge(placement.job.queue, demand(placement.job, options), sign)
+        job = placement.job
+        if sign > 0:
+            self.placements[job.id] = placement
+        else:
+            self.placements.pop(job.id, None)
+        presence = self.presence.setdefault(placement.cluster, {})
+        for key in (f"queue:{job.queue}", f"tenant:{self.tenant(job.queue)}"):
+            presence[key] = presence.get(key, 0) + sign
+
+    def tenant(self, queue: str) -> str:
+        """Tenant of a queue ("" if unknown)."""
+        q = self.quota.queues.get(queue)
+        return q.tenant if q is not None else ""
+
+    @staticmethod
+    def _take_all(
+        cluster: ClusterState, usages: list[Usage], *, skip_conflicts: bool = False
+    ) -> list[Usage]:
+        taken: list[Usage] = []
+        for usage in usages:
+            try:
+                cluster.take(usage)
+            except DeviceConflict:
+                if skip_conflicts:
+                    continue
+                State._give_all(cluster, taken)
+                raise
+            taken.append(usage)
+        return taken
+
+    @staticmethod
+    def _give_all(cluster: ClusterState, usages: list[Usage]) -> None:
+        for usage in reversed(usages):
+            cluster.give(usage)
+
+    def _unhold(self, job_id: str, held: list[tuple[str, Usage]]) -> None:
+        for cluster, usage in reversed(held):
+            self.clusters[cluster].give(usage)
+        remaining = self.held.get(job_id, [])
+        del remaining[len(remaining) - len(held) :]
+        if not remaining:
+            self.held.pop(job_id, None)
+
+    def _rehold(self, job_id: str, held: list[tuple[str, Usage]]) -> None:
+        for cluster, usage in held:
+            self.clusters[cluster].take(usage)
+        self.held[job_id] = held
+
+    def fingerprint(self) -> tuple[Hashable, ...]:
+        """All usage, placements and holds as one comparable value (for tests)."""
+        return (
+            tuple(c.fingerprint() for c in self.clusters.values()),
+            tuple(sorted((q, tuple(sorted(u.items()))) for q, u in self.quota.usage.items())),
+            tuple(sorted(self.placements)),
+            tuple(sorted(self.preempting)),
+            tuple(sorted((j, tuple(h)) for j, h in self.held.items())),
+        )
+
+
+class Trial:
+    """Handle of an open trial: `keep()` makes its changes stay."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept = False
+
+    def keep(self) -> None:
+        """Keep the changes made in this trial (they join the enclosing trial, if any)."""
+        self.kept = True

@@ -1,0 +1,186 @@
+"""Small builders for scheduling scenarios: fleets, queues, jobs, running placements."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from federation.scheduling.devices import DeviceRequest, NodeDevices, allocate, fit
+from federation.scheduling.model import (
+    AcceleratorRequest,
+    Cluster,
+    Constraints,
+    FlavorOption,
+    Job,
+    Node,
+    Placement,
+    Queue,
+    Quota,
+    ReplicaPlacement,
+    Snapshot,
+    Task,
+)
+
+from .rules import GIB, NO_SHARING, RULES
+
+H100 = "nvidia/H100-80GB"
+ASCEND = "huawei/Ascend910B3"
+ASCEND_910 = "huawei/Ascend910"
+P800 = "kunlunxin/P800"
+
+SPEEDS = {H100: 3.0, ASCEND: 1.0, ASCEND_910: 0.8, P800: 1.1, "huawei/Ascend910C": 2.0}
+
+
+def devices_of(model: str, size: int | None = None) -> NodeDevices:
+    """Empty devices of `model` as RULES describes it."""
+    rule, n, memory = RULES[model]
+    n = size if size is not None else n
+    return NodeDevices(model, (memory,) * n, (0,) * n, (0,) * n, (True,) * n, rule, NO_SHARING)
+
+
+def node(
+    name: str,
+    model: str | None = H100,
+    *,
+    size: int | None = None,
+    cpu: int = 128_000,
+    memory: int = 1024 * GIB,
+    ready: bool = True,
+    devices: NodeDevices | None = None,
+) -> Node:
+    """A node with one device model (or none)."""
+    if devices is None and model is not None:
+        devices = devices_of(model, size)
+    return Node(
+        name,
+        cpu_milli=cpu,
+        memory_mib=memory,
+        devices=(devices,) if devices is not None else (),
+        ready=ready,
+    )
+
+
+def cluster(name: str, nodes: Iterable[Node], *, region: str = "", **kwargs: object) -> Cluster:
+    """A cluster of `nodes`."""
+    return Cluster(name, region=region, nodes=tuple(nodes), **kwargs)  # type: ignore[arg-type]
+
+
+def pool(name: str, count: int, model: str | None = H100, **kwargs: object) -> list[Node]:
+    """`count` identical nodes named name-0, name-1, ..."""
+    return [node(f"{name}-{i}", model, **kwargs) for i in range(count)]  # type: ignore[arg-type]
+
+
+def queue(
+    name: str,
+    quota: Mapping[str, int | tuple[int, int | None]] | None = None,
+    *,
+    cohort: str = "",
+    tenant: str = "",
+    weight: float = 1.0,
+) -> Queue:
+    """A queue; quota values are nominal or (nominal, borrowing_limit)."""
+    quotas = {r: Quota(*v) if isinstance(v, tuple) else Quota(v) for r, v in (quota or {}).items()}
+    return Queue(name, tenant=tenant or name, cohort=cohort, weight=weight, quota=quotas)
+
+
+def job(
+    id: str,
+    *flavors: str,
+    queue: str = "q",
+    count: int = 1,
+    milli: int = 1000,
+    replicas: int = 1,
+    priority: int = 0,
+    created_at: float = 0.0,
+    preemptible: bool = True,
+    gang: bool = True,
+    cpu: int = 1000,
+    memory: int = GIB,
+    runtime_s: float = 0.0,
+    constraints: Constraints | None = None,
+) -> Job:
+    """A one-task job asking `count` devices of any of `flavors` (none: CPU only)."""
+    options = tuple(
+        FlavorOption(f, count=count, milli=milli, speed=SPEEDS.get(f, 1.0)) for f in flavors
+    )
+    task = Task(
+        "main",
+        replicas=replicas,
+        cpu_milli=cpu,
+        memory_mib=memory,
+        accelerators=AcceleratorRequest(options) if options else None,
+    )
+    return Job(
+        id,
+        queue,
+        (task,),
+        priority=priority,
+        preemptible=preemptible,
+        created_at=created_at,
+        gang=gang,
+        constraints=constraints or Constraints(),
+        runtime_s=runtime_s,
+    )
+
+
+def snapshot(
+    clusters: Iterable[Cluster],
+    queues: Iterable[Queue] = (),
+    running: Iterable[tuple[Job, str]] = (),
+) -> Snapshot:
+    """A snapshot; each running (job, cluster) is packed onto the cluster's nodes in order and
+    reported as node usage, as a cluster's inventory would."""
+    fleet = {c.name: c for c in clusters}
+    placements = []
+    for j, where in running:
+        fleet[where], placement = _run(fleet[where], j)
+        placements.append(placement)
+    queues = tuple(queues) or (queue("q"),)
+    return Snapshot(tuple(fleet.values()), queues, tuple(placements))
+
+
+def _run(c: Cluster, j: Job) -> tuple[Cluster, Placement]:
+    nodes = list(c.nodes)
+    replicas = []
+    flavors = []
+    for t, task in enumerate(j.tasks):
+        option = task.accelerators.options[0] if task.accelerators else None
+        flavors.append(option.flavor if option else "")
+        for _ in range(task.replicas):
+            for i, n in enumerate(nodes):
+                placed = _take(n, task, option.request if option else None)
+                if placed is not None:
+                    nodes[i], devices = placed
+                    replicas.append(ReplicaPlacement(t, n.name, devices))
+                    break
+            else:
+                raise ValueError(f"{j.id} does not fit {c.name}")
+    placement = Placement(j, c.name, tuple(flavors), tuple(replicas))
+    return replace(c, nodes=tuple(nodes)), placement
+
+
+def _take(
+    n: Node, task: Task, request: DeviceRequest | None
+) -> tuple[Node, tuple[int, ...]] | None:
+    if n.cpu_milli - n.used_cpu_milli < task.cpu_milli:
+        return None
+    devices: tuple[int, ...] = ()
+    new_devices = n.devices
+    if request is not None:
+        if not n.devices:
+            return None
+        chosen = fit(n.devices[0], request)
+        if not chosen.ok:
+            return None
+        devices = chosen.devices
+        new_devices = (allocate(n.devices[0], request, devices),)
+    return (
+        replace(
+            n,
+            used_cpu_milli=n.used_cpu_milli + task.cpu_milli,
+            used_memory_mib=n.used_memory_mib + task.memory_mib,
+            used_pods=n.used_pods + 1,
+            devices=new_devices,
+        ),
+        devices,
+    )
