@@ -41,12 +41,14 @@ _TABLES = {
 }
 
 
-def check(kind: str, current: str, target: str) -> None:
-    """Raise IllegalTransition unless `kind` may go from `current` to `target`."""
+def transition(kind: str, current: str, target: str) -> str:
+    """Return `target` if a `kind` ("job", "placement", "cluster") may go there from `current`;
+    raise IllegalTransition otherwise."""
     if target not in _TABLES[kind].get(current, frozenset()):
         raise IllegalTransition(kind, current, target)
+    return target
 
 
 def check_job(current: str, target: str) -> None:
     """Raise IllegalTransition unless a job may go from `current` to `target`."""
-    check("job", current, target)
+    transition("job", current, target)
