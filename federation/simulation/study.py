@@ -1,0 +1,69 @@
+"""One seed of the paper's protocol, end to end: tune, shuffle, replay, discretize."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from federation.scheduling.placement import Pool, make_policy, typical_workload
+from federation.scheduling.placement.fragmentation import FragModel
+from federation.simulation.adapter import pod_request, pool_node, task_types
+from federation.simulation.metrics import Curves, discretize
+from federation.simulation.protocol import TUNE_RATIO, tune_workload
+from federation.simulation.replay import Placer, replay
+from federation.simulation.trace import TraceNode, TracePod
+
+
+@dataclass(frozen=True)
+class SeedRun:
+    """The outcome of one seed."""
+
+    policy: str
+    seed: int
+    clusters: int
+    curves: Curves
+    pods: int
+    failed_pods: int
+    runtime_s: float
+
+
+def shuffled_nodes(nodes: Sequence[TraceNode], rng: np.random.Generator) -> list[TraceNode]:
+    """Nodes in a seeded random order: the order in which ties are broken (as upstream)."""
+    by_name = sorted(nodes, key=lambda n: n.name)
+    return [by_name[i] for i in rng.permutation(len(by_name))]
+
+
+def run_seed(
+    nodes: Sequence[TraceNode],
+    pods: Sequence[TracePod],
+    policy: str,
+    seed: int,
+    ratio: float = TUNE_RATIO,
+) -> SeedRun:
+    """Replay one seed of `pods` on the GPU nodes of `nodes` under `policy`."""
+    start = time.perf_counter()
+    rng = np.random.default_rng(seed)
+    gpu_nodes = [n for n in nodes if n.gpu > 0]
+    capacity = 1000 * sum(n.gpu for n in gpu_nodes)
+    work = tune_workload(pods, capacity, rng, ratio)
+    pool = Pool([pool_node(n) for n in shuffled_nodes(gpu_nodes, rng)])
+    workload = typical_workload(task_types(pods))
+    scorer = make_policy(policy, workload).bind(pool, rng)
+    outcome = replay(
+        pool,
+        Placer(pool, scorer),
+        [pod_request(p) for p in work],
+        FragModel(workload, pool.model_names),
+    )
+    return SeedRun(
+        policy=policy,
+        seed=seed,
+        clusters=1,
+        curves=discretize(outcome.trajectory),
+        pods=len(work),
+        failed_pods=outcome.failed_pods,
+        runtime_s=time.perf_counter() - start,
+    )
