@@ -88,3 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     asyncio.run(serve(settings))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""Bad input gets a precise problem document (field path, what was expected) and writes nothing."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from federation.store.tables import events, jobs, tasks
+from tests.integration.conftest import Hub, job_manifest
+
+pytestmark = pytest.mark.integration
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _set(path: str, value: Any) -> Edit:
+    def edit(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        if last.isdigit():
+            node[int(last)] = value
+        else:
+            node[last] = value
+
+    return edit
+
+
+def _drop(path: str) -> Edit:
+    def edit(doc: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if part.isdigit() else node[part]
+        del node[last]
+
+    return edit
+
+
+ACCEL = "spec.tasks.0.resources.accelerators"
+CASES: list[tuple[str, Edit, str, str]] = [
+    ("wrong apiVersion", _set("apiVersion", "v1"), "apiVersion", "suanpan.io/v1"),
+    ("wrong kind", _set("kind", "Pod"), "kind", "Job"),
+    ("missing metadata", _drop("metadata"), "metadata", ""),
+    ("name not DNS-1123", _set("metadata.name", "Train_Job"), "metadata.name", "matches"),
+    ("name too long", _set("metadata.name", "a" * 64), "metadata.name", "at most 63"),
+    ("bad label key", _set("metadata.labels", {"-bad": "x"}), "metadata.labels", ""),
+    ("bad label value", _set("metadata.labels", {"team": "x" * 64}), "metadata.labels", ""),
+    ("unknown top field", _set("status", {}), "status", ""),
+    ("unknown spec field", _set("spec.nodes", 3), "spec.nodes", ""),
+    ("no tasks", _set("spec.tasks", []), "spec.tasks", "at least 1"),
+    ("zero replicas", _set("spec.tasks.0.replicas", 0), "spec.tasks[0].replicas", ">= 1"),
+    ("too many replicas", _set("spec.tasks.0.replicas", 5000), "spec.tasks[0].replicas", "<= 1024"),
+    ("replicas not a number", _set("spec.tasks.0.replicas", "two"), "spec.tasks[0].replicas", ""),
+    (
+        "bad cpu quantity",
+        _set("spec.tasks.0.resources.cpu", "lots"),
+        "spec.tasks[0].resources.cpu",
+        "",
+    ),
+    (
+        "memory too small",
+        _set("spec.tasks.0.resources.memory", "10Ki"),
+        "spec.tasks[0].resources.memory",
+        "",
+    ),
+    (
+        "zero accelerators",
+        _set(f"{ACCEL}.count", 0),
+        "spec.tasks[0].resources.accelerators.count",
+        ">= 1",
+    ),
+    (
+        "fraction with count 2",
+        _set(f"{ACCEL}.fraction", 0.5),
+        "spec.tasks[0].resources.accelerators",
+        "",
+    ),
+    (
+        "fraction of 1.5",
+        _set(f"{ACCEL}.fraction", 1.5),
+        "spec.tasks[0].resources.accelerators.fraction",
+        "< 1",
+    ),
+    (
+        "empty anyOf",
+        _set(f"{ACCEL}.anyOf", []),
+        "spec.tasks[0].resources.accelerators.anyOf",
+        "at least 1",
+    ),
+    (
+        "flavor without vendor",
+        _set(f"{ACCEL}.anyOf.0", {"flavor": "H100"}),
+        "spec.tasks[0].resources.accelerators.anyOf[0].flavor",
+        "matches",
+    ),
+    (
+        "unknown vendor image",
+        _set("spec.tasks.0.images", {"amd": "rocm"}),
+        "spec.tasks[0].images.amd",
+        "",
+    ),
+    ("no image at all", _set("spec.tasks.0.images", {}), "spec.tasks[0]", ""),
+    (
+        "duplicate task names",
+        _set("spec.tasks", [{"name": "w", "image": "x"}, {"name": "w", "image": "y"}]),
+        "spec",
+        "",
+    ),
+    ("bad env name", _set("spec.tasks.0.env", {"1BAD": "x"}), "spec.tasks[0].env.1BAD", ""),
+    ("negative max runtime", _set("spec.maxRuntimeSeconds", -5), "spec.maxRuntimeSeconds", ">= 1"),
+    ("unknown queue", _set("spec.queue", "nope"), "spec.queue", "an existing queue"),
+    ("unknown priority class", _set("spec.priorityClass", "urgent"), "spec.priorityClass", ""),
+    ("gang not a bool", _set("spec.gang", "sometimes"), "spec.gang", ""),
+]
+
+
+async def _counts(hub: Hub) -> tuple[int, int, int]:
+    async with hub.db.connection() as conn:
+        return (
+            int(await conn.scalar(sa.select(sa.func.count()).select_from(jobs)) or 0),
+            int(await conn.scalar(sa.select(sa.func.count()).select_from(tasks)) or 0),
+            int(await conn.scalar(sa.select(sa.func.count()).select_from(events)) or 0),
+        )
+
+
+@pytest.mark.parametrize(("case", "edit", "path", "expected"), CASES, ids=[c[0] for c in CASES])
+async def test_bad_manifest_is_rejected_precisely_and_writes_nothing(
+    hub: Hub, case: str, edit: Edit, path: str, expected: str
+) -> None:
+    token = await hub.tenant_with_queue("acme")
+    manifest = copy.deepcopy(job_manifest())
+    edit(manifest)
+    before = await _counts(hub)
+    status, problem = await hub.call("POST", "/v1/jobs", token, json=manifest)
+    assert status == 422, (case, problem)
+    assert problem["status"] == 422 and problem["type"].endswith("/invalid-input")
+    paths = [e["path"] for e in problem["errors"]]
+    assert any(p == path or p.startswith(path + ".") or p.startswith(path + "[") for p in paths), (
+        paths
+    )
+    if expected:
+        assert any(expected in e.get("expected", "") for e in problem["errors"]), problem["errors"]
+    assert await _counts(hub) == before
+
+
+@pytest.mark.parametrize(
+    ("body", "ctype", "detail"),
+    [
+        ("{not json", "application/json", "not valid JSON"),
+        ("a: [unclosed", "application/yaml", "not valid YAML"),
+        ("", "application/json", "body is required"),
+        ("[1, 2]", "application/json", "(body)"),
+    ],
+)
+async def test_unparseable_bodies_are_rejected(
+    hub: Hub, body: str, ctype: str, detail: str
+) -> None:
+    token = await hub.tenant_with_queue("acme")
+    status, problem = await hub.call(
+        "POST", "/v1/jobs", token, data=body, headers={"Content-Type": ctype}
+    )
+    assert status == 422
+    assert detail in problem["detail"] or detail in str(problem.get("errors"))
+    assert (await _counts(hub))[0] == 0
+
+
+async def test_oversized_body_is_413(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    manifest = job_manifest()
+    manifest["spec"]["tasks"][0]["env"] = {"BIG": "x" * (2 << 20)}
+    status, problem = await hub.call("POST", "/v1/jobs", token, json=manifest)
+    assert status == 413 and problem["status"] == 413
+
+
+@pytest.mark.parametrize(
+    ("params", "path"),
+    [
+        ({"limit": "0"}, "query.limit"),
+        ({"limit": "many"}, "query.limit"),
+        ({"state": "Sleeping"}, "query.state"),
+        ({"label": "novalue"}, "query.label"),
+        ({"color": "red"}, "query.color"),
+    ],
+)
+async def test_bad_list_queries_name_the_parameter(
+    hub: Hub, params: dict[str, str], path: str
+) -> None:
+    status, problem = await hub.call("GET", "/v1/jobs", params=params)
+    assert status == 422
+    assert [e["path"] for e in problem["errors"]] == [path]
+
+
+async def test_malformed_cursor_is_invalid_input(hub: Hub) -> None:
+    status, problem = await hub.call("GET", "/v1/jobs", params={"cursor": "!!!"})
+    assert status == 422 and "cursor" in problem["detail"]
+
+
+async def test_idempotency_key_too_long_is_rejected(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    status, problem = await hub.call(
+        "POST", "/v1/jobs", token, json=job_manifest(), headers={"Idempotency-Key": "k" * 129}
+    )
+    assert status == 422 and problem["errors"][0]["path"] == "header.Idempotency-Key"
+    assert (await _counts(hub))[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"name": "q", "weight": 0}, "weight"),
+        ({"name": "q", "quota": {"gpu!": {"nominal": 1}}}, "quota.gpu!"),
+        ({"name": "q", "quota": {"cpu": {"nominal": -1}}}, "quota.cpu.nominal"),
+        ({"name": "Q"}, "name"),
+    ],
+)
+async def test_bad_queue_definitions(hub: Hub, body: dict[str, Any], path: str) -> None:
+    await hub.call("POST", "/v1/tenants", json={"name": "acme"})
+    status, problem = await hub.call("POST", "/v1/tenants/acme/queues", json=body)
+    assert status == 422
+    assert any(e["path"].startswith(path) for e in problem["errors"]), problem
