@@ -31,7 +31,7 @@ e2e: $(STAMP)
 	$(BIN)/pytest -q -m e2e tests/e2e
 
 demo: $(STAMP)
-	$(BIN)/python -m federation.demo
+	$(BIN)/python -m deploy.demo
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run

@@ -11,8 +11,12 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from federation.errors import FieldError, InvalidInput, SuanpanError
+from federation.spec import DNS_LABEL
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
+DNS_LABEL_MESSAGE = (
+    "must be a DNS-1123 label: lowercase letters, digits and '-', alphanumeric at both ends"
+)
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -60,6 +64,8 @@ def field_errors(exc: ValidationError, prefix: tuple[str | int, ...] = ()) -> li
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown field"
+        elif err["type"] == "string_pattern_mismatch" and err["ctx"]["pattern"] == DNS_LABEL:
+            message = DNS_LABEL_MESSAGE
         out.append(FieldError(_path(prefix + loc), message, _expected(err)))
     return out
 

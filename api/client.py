@@ -1,0 +1,80 @@
+"""A small async client of the hub API, used by the CLI and the demo."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+
+class HubError(Exception):
+    """The hub answered with a problem document."""
+
+    def __init__(self, status: int, problem: dict[str, Any]) -> None:
+        self.status = status
+        self.problem = problem
+        lines = [f"{status} {problem.get('title', '')}: {problem.get('detail', '')}"]
+        lines += [
+            f"  {e['path']}: {e['message']}"
+            + (f" (expected {e['expected']})" if e.get("expected") else "")
+            for e in problem.get("errors", [])
+        ]
+        super().__init__("\n".join(lines))
+
+
+class HubClient:
+    """Calls the hub with a bearer token; raises HubError on any error status."""
+
+    def __init__(self, url: str, token: str | None, *, timeout: float = 30) -> None:
+        self.url = url.rstrip("/")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._session = aiohttp.ClientSession(
+            headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+        )
+
+    async def __aenter__(self) -> HubClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        await self._session.close()
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        data: str | None = None,
+        params: dict[str, str] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
+        """Send a request and return the decoded JSON body (None for 204)."""
+        async with self._session.request(
+            method, self.url + path, json=json, data=data, params=params, headers=headers
+        ) as resp:
+            if resp.status == 204:
+                return None
+            body = await resp.json(content_type=None)
+            if resp.status >= 400:
+                raise HubError(resp.status, body if isinstance(body, dict) else {"detail": body})
+            return body
+
+    async def submit(
+        self, manifest: str | dict[str, Any], idempotency_key: str | None = None
+    ) -> Any:
+        """Submit a job manifest (YAML text or a mapping)."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        if isinstance(manifest, str):
+            headers["Content-Type"] = "application/yaml"
+            return await self.request("POST", "/v1/jobs", data=manifest, headers=headers)
+        return await self.request("POST", "/v1/jobs", json=manifest, headers=headers)
