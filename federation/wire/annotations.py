@@ -1,0 +1,31 @@
+"""Labels and annotations Suanpan puts on the pods it creates (a contract between the agent,
+the scheduler extender and the hub).
+
+The agent writes the request side when it renders a pod; the extender writes the exact devices
+at bind; both read them back to rebuild device occupancy after a restart (no other state).
+"""
+
+from __future__ import annotations
+
+PREFIX = "suanpan.io/"
+
+# labels (selectable)
+JOB_LABEL = PREFIX + "job"  # job id
+TASK_LABEL = PREFIX + "task"  # task name
+REPLICA_LABEL = PREFIX + "replica"  # replica index, "0".."n-1"
+EPOCH_LABEL = PREFIX + "epoch"  # placement epoch (fencing token)
+MANAGED_LABEL = PREFIX + "managed"  # "true" on every pod Suanpan created
+
+# annotations written by the agent at pod creation
+FLAVOR = PREFIX + "flavor"  # catalog key, e.g. "huawei/Ascend910B3"
+DEVICE_REQUEST = PREFIX + "device-request"  # JSON {"count": int, "milli": int, "memoryMib": int}
+HINT_DEVICES = PREFIX + "hint-devices"  # hub's estimate "node:0,1,2,3" (extender may ignore)
+RUN_SECONDS = PREFIX + "run-seconds"  # simulated workloads: run this long, then succeed
+FAIL_REASON = PREFIX + "fail-reason"  # simulated workloads: fail with this reason
+
+# annotations written by the extender at bind
+DEVICES = PREFIX + "devices"  # exact device indices on the bound node, e.g. "0,1,2,3"
+BOUND_NODE = PREFIX + "bound-node"  # node chosen by the extender (equals spec.nodeName)
+
+SCHEDULER_NAME = "suanpan-scheduler"  # profile name of the kube-scheduler using our extender
+GANG_TIMEOUT_S = 120  # a gang not fully bound in this time is reported to the hub
