@@ -32,7 +32,11 @@ def _unit(resource: str) -> str:
 
 
 class QuotaLedger:
-    """Per-queue and per-cohort usage of a cycle; `charge` with sign -1 undoes a charge."""
+    """Per-queue and per-cohort usage of a cycle; `charge` with sign -1 undoes a charge.
+
+    A cohort counts only the usage of resources its member queues govern (a resource a queue
+    does not list is neither lent nor borrowed by it).
+    """
 
     def __init__(self, queues: Iterable[Queue]) -> None:
         self.queues: dict[str, Queue] = {q.name: q for q in queues}
@@ -53,7 +57,7 @@ class QuotaLedger:
         cohort = self.cohort_usage.get(q.cohort) if q is not None and q.cohort else None
         for resource, amount in amounts.items():
             used[resource] = used.get(resource, 0) + sign * amount
-            if cohort is not None:
+            if cohort is not None and q is not None and resource in q.quota:
                 cohort[resource] = cohort.get(resource, 0) + sign * amount
 
     def check(self, queue: str, amounts: Mapping[str, int]) -> Status:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from federation.scheduling.devices import DeviceRequest, NodeDevices, allocate, fit
+from federation.scheduling.decisions import CycleResult
+from federation.scheduling.devices import DeviceRequest, NodeDevices, allocate, fit, release
 from federation.scheduling.model import (
     AcceleratorRequest,
     Cluster,
@@ -184,3 +185,57 @@ def _take(
         ),
         devices,
     )
+
+
+def advance(before: Snapshot, result: CycleResult) -> Snapshot:
+    """The next cycle's snapshot as a shell would build it: victims gone, placed jobs running
+    (their estimate taken as the real placement), preemptors' reservations held."""
+    after = without(before, [v for p in result.preempted for v in p.victims])
+    fleet = {c.name: c for c in after.clusters}
+    placements = {p.job.id: p for p in after.placements}
+    for placed in result.placed:
+        p = placed.placement
+        fleet[p.cluster] = _account(fleet[p.cluster], p, 1)
+        placements[p.job.id] = p
+    reservations = [r for r in after.reservations if r.job.id not in placements]
+    reservations += [p.reservation for p in result.preempted]
+    return replace(
+        after,
+        clusters=tuple(fleet.values()),
+        placements=tuple(placements.values()),
+        reservations=tuple(reservations),
+    )
+
+
+def without(before: Snapshot, victims: Iterable[Placement]) -> Snapshot:
+    """The snapshot once `victims` have left their clusters."""
+    fleet = {c.name: c for c in before.clusters}
+    gone = set()
+    for victim in victims:
+        fleet[victim.cluster] = _account(fleet[victim.cluster], victim, -1)
+        gone.add(victim.job.id)
+    placements = tuple(p for p in before.placements if p.job.id not in gone)
+    return replace(before, clusters=tuple(fleet.values()), placements=placements)
+
+
+def _account(c: Cluster, placement: Placement, sign: int) -> Cluster:
+    nodes = {n.name: n for n in c.nodes}
+    for replica in placement.replicas:
+        n = nodes[replica.node]
+        task = placement.job.tasks[replica.task]
+        option = placement.option(replica.task)
+        devices = n.devices
+        if option is not None:
+            change = allocate if sign > 0 else release
+            devices = tuple(
+                change(d, option.request, replica.devices) if d.model == option.flavor else d
+                for d in n.devices
+            )
+        nodes[n.name] = replace(
+            n,
+            used_cpu_milli=n.used_cpu_milli + sign * task.cpu_milli,
+            used_memory_mib=n.used_memory_mib + sign * task.memory_mib,
+            used_pods=n.used_pods + sign,
+            devices=devices,
+        )
+    return replace(c, nodes=tuple(nodes.values()))

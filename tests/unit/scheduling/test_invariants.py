@@ -1,0 +1,165 @@
+"""Invariants of the cycle over random fleets, queues, running and pending jobs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from federation.scheduling.cycle import schedule
+from federation.scheduling.decisions import CycleResult
+from federation.scheduling.framework import SchedulerConfig
+from federation.scheduling.model import Job, Snapshot
+from federation.scheduling.state import State
+
+from .builders import ASCEND_910, H100, advance, cluster, job, node, queue, snapshot, without
+from .rules import HAMI_SHARING
+
+ASCEND_X16 = "huawei/Ascend910B3x16"
+MODELS = [H100, ASCEND_910, ASCEND_X16]
+QUEUES = ["q1", "q2", "q3"]
+SETTINGS = settings(max_examples=40, deadline=None)
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> list:  # type: ignore[type-arg]
+    clusters = []
+    for c in range(draw(st.integers(1, 3))):
+        nodes = []
+        for n in range(draw(st.integers(1, 3))):
+            model = draw(st.sampled_from(MODELS))
+            built = node(f"c{c}-n{n}", model, cpu=draw(st.sampled_from([8_000, 64_000])))
+            if model == H100 and draw(st.booleans()):
+                built = replace(built, devices=(replace(built.devices[0], sharing=HAMI_SHARING),))
+            nodes.append(built)
+        clusters.append(cluster(f"c{c}", nodes))
+    return clusters
+
+
+@st.composite
+def queue_sets(draw: st.DrawFn) -> list:  # type: ignore[type-arg]
+    result = []
+    for name in QUEUES:
+        quota = {}
+        governed = draw(st.sets(st.sampled_from(MODELS))) if draw(st.booleans()) else set()
+        for model in governed:
+            nominal = draw(st.sampled_from([0, 8000, 16_000, 32_000]))
+            limit = draw(st.sampled_from([None, 0, 4000]))
+            quota[model] = (nominal, limit)
+        cohort = draw(st.sampled_from(["", "c"]))
+        result.append(queue(name, quota, cohort=cohort))
+    return result
+
+
+@st.composite
+def job_lists(draw: st.DrawFn, prefix: str, size: int, top_priority: int) -> list[Job]:
+    jobs = []
+    for i in range(draw(st.integers(1, size))):
+        flavors = draw(st.lists(st.sampled_from(MODELS), min_size=1, max_size=2, unique=True))
+        count = draw(st.sampled_from([1, 2, 4, 8]))
+        share = count == 1 and flavors == [H100] and draw(st.booleans())
+        jobs.append(
+            job(
+                f"{prefix}{i}",
+                *flavors,
+                queue=draw(st.sampled_from(QUEUES)),
+                count=count,
+                milli=500 if share else 1000,
+                replicas=draw(st.integers(1, 3)),
+                priority=draw(st.integers(0, top_priority)),
+                created_at=float(draw(st.integers(0, 5))),
+                gang=draw(st.booleans()),
+                preemptible=draw(st.booleans()),
+                cpu=draw(st.sampled_from([1000, 4000])),
+            )
+        )
+    return jobs
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Snapshot, list[Job]]:
+    """A fleet with jobs already running (placed by the core itself) and new pending jobs."""
+    empty = snapshot(draw(fleets()), draw(queue_sets()))
+    first = schedule(empty, draw(job_lists("r", 10, top_priority=3)), now=0)
+    return advance(empty, first), draw(job_lists("p", 6, top_priority=6))
+
+
+def check_capacity_and_quota(snap: Snapshot, result: CycleResult) -> None:
+    state = State(snap)
+    for placed in result.placed:
+        state.unhold(placed.placement.job.id)
+        state.place(placed.placement)  # raises DeviceConflict on any double allocation
+    for c in state.clusters.values():
+        for n in c.nodes:
+            assert n.cpu_free >= 0 and n.memory_free >= 0 and n.pods_free >= 0
+            for d in n.devices.values():
+                assert all(0 <= u <= 1000 for u in d.used_milli)
+                assert all(u <= m for u, m in zip(d.used_memory_mib, d.memory_mib, strict=True))
+    ledger = state.quota
+    for name, q in ledger.queues.items():
+        for resource in q.quota:
+            assert ledger.usage[name].get(resource, 0) <= ledger.limit(name, resource)
+            if q.cohort:
+                pool = ledger.cohort_nominal[q.cohort][resource]
+                assert ledger.cohort_usage[q.cohort].get(resource, 0) <= pool
+
+
+@SETTINGS
+@given(scenarios())
+def test_cycle_invariants(scenario: tuple[Snapshot, list[Job]]) -> None:
+    snap, pending = scenario
+    result = schedule(snap, pending, now=10)
+    check_capacity_and_quota(snap, result)
+    for placed in result.placed:
+        p = placed.placement
+        if p.job.gang:  # all or nothing
+            assert len(p.replicas) == sum(t.replicas for t in p.job.tasks)
+    queues = {q.name: q for q in snap.queues}
+    for preempted in result.preempted:
+        preemptor = preempted.preemptor
+        for victim in preempted.victims:
+            assert victim.job.preemptible
+            lower = victim.job.priority < preemptor.priority
+            cohort = queues[preemptor.queue].cohort
+            reclaim = (
+                victim.job.priority == preemptor.priority
+                and victim.job.queue != preemptor.queue
+                and cohort != ""
+                and queues[victim.job.queue].cohort == cohort
+            )
+            assert lower or reclaim
+    assert schedule(snap, pending, now=10) == result  # same snapshot, same decisions
+    decided = [p.placement.job.id for p in result.placed] + [
+        p.preemptor.id for p in result.preempted
+    ]
+    decided += [p.job.id for p in result.pending] + [r.job.id for r in result.rejected]
+    assert sorted(decided) == sorted(j.id for j in pending)
+
+
+@SETTINGS
+@given(scenarios())
+def test_a_job_preemption_could_place_is_never_left_pending(
+    scenario: tuple[Snapshot, list[Job]],
+) -> None:
+    snap, pending = scenario
+    candidate = max(pending, key=lambda j: j.priority)
+    result = schedule(snap, [candidate], now=10)
+    if not result.pending:
+        return
+    for c in snap.clusters:
+        # Oracle: evict every lower-priority preemptible job of this cluster, no preemption.
+        evictable = [
+            p
+            for p in snap.placements
+            if p.cluster == c.name and p.job.preemptible and p.job.priority < candidate.priority
+        ]
+        if not evictable:
+            continue
+        gone = without(snap, evictable)
+        alone = SchedulerConfig(preemption=False)
+        fits = schedule(gone, [candidate], now=10, config=alone)
+        assert not any(p.placement.cluster == c.name for p in fits.placed), (
+            f"{candidate.id} stayed pending though evicting {len(evictable)} job(s) in {c.name} "
+            f"would place it: {result.pending[0].message}"
+        )

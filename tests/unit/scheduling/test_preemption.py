@@ -1,0 +1,129 @@
+"""Preemption: who is evicted, where, and that every dry run leaves the state as it was."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+import federation.scheduling.cycle as cycle_module
+from federation.scheduling.cycle import schedule
+from federation.scheduling.decisions import CycleResult
+from federation.scheduling.flavors import FitCheck
+from federation.scheduling.framework import JobContext, SchedulerConfig
+from federation.scheduling.preemption import Preemption, find_preemption
+from federation.scheduling.state import ClusterState
+
+from .builders import ASCEND, H100, cluster, job, pool, queue, snapshot
+
+
+def victims(result: CycleResult) -> list[str]:
+    return sorted(v.job.id for p in result.preempted for v in p.victims)
+
+
+@pytest.fixture(autouse=True)
+def searches_leave_no_trace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Wrap every victim search of the cycle: the state must be unchanged afterwards."""
+
+    def checked(
+        ctx: JobContext, clusters: Sequence[ClusterState], fits: FitCheck
+    ) -> Preemption | None:
+        before = ctx.state.fingerprint()
+        found = find_preemption(ctx, clusters, fits)
+        assert ctx.state.fingerprint() == before
+        return found
+
+    monkeypatch.setattr(cycle_module, "find_preemption", checked)
+
+
+def test_only_lower_priority_preemptible_jobs_are_victims() -> None:
+    running = [
+        (job("same", H100, count=4, priority=5), "a"),
+        (job("keep", H100, count=4, priority=1, preemptible=False), "a"),
+        (job("low", H100, count=4, priority=1, runtime_s=5), "a2"),
+    ]
+    snap = snapshot([cluster("a", pool("a", 1)), cluster("a2", pool("b", 1))], running=running)
+    result = schedule(snap, [job("hi", H100, count=8, priority=5)], now=0)
+    # "same" is not lower and "keep" not preemptible: only a2, where "low" runs, can help.
+    assert victims(result) == ["low"]
+    assert result.preempted[0].reservation.cluster == "a2"
+
+
+def test_cheapest_victim_set_fewest_lowest_priority_least_run_time() -> None:
+    running = [
+        (job("old", H100, count=4, priority=1, runtime_s=3600), "a"),
+        (job("new", H100, count=4, priority=1, runtime_s=60), "a"),
+        (job("mid", H100, count=4, priority=2, runtime_s=10), "b"),
+        (job("mid2", H100, count=4, priority=2, runtime_s=10), "b"),
+    ]
+    fleet = [cluster("a", pool("a", 1)), cluster("b", pool("b", 1))]
+    result = schedule(
+        snapshot(fleet, running=running), [job("hi", H100, count=4, priority=9)], now=0
+    )
+    assert victims(result) == ["new"]
+    assert result.preempted[0].reservation.cluster == "a"
+
+
+def test_gangs_leave_whole() -> None:
+    running = [(job("gang", H100, count=2, replicas=4, priority=1), "a")]
+    result = schedule(
+        snapshot([cluster("a", pool("a", 1))], running=running),
+        [job("hi", H100, count=2, priority=9)],
+        now=0,
+    )
+    assert victims(result) == ["gang"]  # all four replicas leave together
+
+
+def test_put_back_keeps_victims_that_are_not_needed() -> None:
+    # Cheapest-first removal takes "tiny" first, but its node stays blocked; only "big" frees
+    # a node, so "tiny" is put back.
+    running = [
+        (job("tiny", H100, count=1, priority=0), "a"),
+        (job("blocker", H100, count=7, priority=5, preemptible=False), "a"),
+        (job("big", H100, count=8, priority=1), "a"),
+    ]
+    fleet = [cluster("a", pool("a", 2))]
+    result = schedule(
+        snapshot(fleet, running=running), [job("hi", H100, count=8, priority=9)], now=0
+    )
+    assert victims(result) == ["big"]
+
+
+def test_never_evicts_for_a_job_that_still_would_not_fit() -> None:
+    running = [(job("low", ASCEND, count=8, priority=0), "a")]
+    fleet = [cluster("a", pool("a", 1, ASCEND)), cluster("b", pool("b", 1))]
+    snap = snapshot(fleet, running=running)
+    # 2 replicas of 8 never fit in "a" (one node): no victims even though "low" is cheaper.
+    result = schedule(snap, [job("hi", ASCEND, count=8, replicas=2, priority=9)], now=0)
+    assert not result.preempted
+
+
+def test_preemption_can_be_disabled() -> None:
+    running = [(job("low", H100, count=8, priority=0), "a")]
+    snap = snapshot([cluster("a", pool("a", 1))], running=running)
+    off = SchedulerConfig(preemption=False)
+    result = schedule(snap, [job("hi", H100, count=8, priority=9)], now=0, config=off)
+    assert not result.preempted and result.pending
+
+
+def test_lending_queue_reclaims_borrowed_quota_at_equal_priority() -> None:
+    queues = [
+        queue("lender", {H100: 8000}, cohort="c"),
+        queue("borrower", {H100: 8000}, cohort="c"),
+    ]
+    running = [(job(f"b{i}", H100, count=8, queue="borrower"), "a") for i in range(2)]
+    snap = snapshot([cluster("a", pool("a", 3))], queues, running)
+    result = schedule(snap, [job("mine", H100, count=8, queue="lender")], now=0)
+    assert victims(result) == ["b0"]
+    # Within one queue, equal priority never preempts.
+    same = schedule(snap, [job("more", H100, count=8, queue="borrower")], now=0)
+    assert not same.preempted
+
+
+def test_victims_of_one_preemption_are_not_taken_twice_in_a_cycle() -> None:
+    running = [(job("low", H100, count=8, priority=0), "a")]
+    snap = snapshot([cluster("a", pool("a", 1))], running=running)
+    jobs = [job("hi1", H100, count=8, priority=9), job("hi2", H100, count=8, priority=8)]
+    result = schedule(snap, jobs, now=0)
+    assert [p.preemptor.id for p in result.preempted] == ["hi1"]
+    assert [p.job.id for p in result.pending] == ["hi2"]

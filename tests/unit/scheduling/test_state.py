@@ -1,0 +1,70 @@
+"""Working state: trials undo every change, kept trials stay, reservations hold capacity."""
+
+from __future__ import annotations
+
+import pytest
+
+from federation.scheduling.devices import DeviceConflict
+from federation.scheduling.model import Placement, ReplicaPlacement
+from federation.scheduling.state import State
+
+from .builders import H100, cluster, job, pool, snapshot
+
+
+def test_trial_undoes_evictions_placements_and_holds() -> None:
+    low = job("low", H100, count=4)
+    state = State(snapshot([cluster("a", pool("a", 1))], running=[(low, "a")]))
+    before = state.fingerprint()
+    new = Placement(
+        job("new", H100, count=4), "a", (H100,), (ReplicaPlacement(0, "a-0", (4, 5, 6, 7)),)
+    )
+    with state.trial():
+        state.evict(state.placements["low"])
+        state.place(new)
+        held = Placement(
+            job("vip", H100, count=2), "a", (H100,), (ReplicaPlacement(0, "a-0", (0, 1)),)
+        )
+        state.hold(held)
+        state.mark_preempting("low")
+        with state.trial() as inner:
+            state.unhold("nobody")
+            inner.keep()
+        assert state.fingerprint() != before
+    assert state.fingerprint() == before
+
+
+def test_kept_trial_stays_and_index_follows() -> None:
+    state = State(snapshot([cluster("a", pool("a", 1))]))
+    index = state.clusters["a"].flavors[H100]
+    new = Placement(
+        job("new", H100, count=3), "a", (H100,), (ReplicaPlacement(0, "a-0", (0, 1, 2)),)
+    )
+    with state.trial() as trial:
+        state.place(new)
+        trial.keep()
+    assert (index.free, index.largest_free(), index.used_milli) == (5, 5, 3000)
+    assert state.quota.usage["q"][H100] == 3000
+
+
+def test_place_on_taken_devices_raises_and_changes_nothing() -> None:
+    state = State(
+        snapshot([cluster("a", pool("a", 1))], running=[(job("low", H100, count=2), "a")])
+    )
+    before = state.fingerprint()
+    clash = Placement(job("x", H100, count=2), "a", (H100,), (ReplicaPlacement(0, "a-0", (1, 2)),))
+    with pytest.raises(DeviceConflict):
+        state.place(clash)
+    assert state.fingerprint() == before
+
+
+def test_reservation_holds_capacity_except_for_its_holder() -> None:
+    held = Placement(
+        job("vip", H100, count=8), "a", (H100,), (ReplicaPlacement(0, "a-0", tuple(range(8))),)
+    )
+    snap = snapshot([cluster("a", pool("a", 1))])
+    state = State(type(snap)(snap.clusters, snap.queues, (), (held,)))
+    assert state.clusters["a"].flavors[H100].free == 0
+    with state.trial():
+        state.unhold("vip")
+        assert state.clusters["a"].flavors[H100].free == 8
+    assert state.clusters["a"].flavors[H100].free == 0
