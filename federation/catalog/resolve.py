@@ -116,7 +116,8 @@ def pod_device_usage(
 
     Counts add up over app containers; init containers run one at a time, so the pod needs the
     larger of that sum and the biggest init container (the Kubernetes effective request).
-    Sharing memory/core resources are not device counts and are left out.
+    Sharing memory/core resources are not device counts and are left out. Raises ValueError
+    for a count that is not a whole number ("500m").
     """
     total: dict[str, int] = {}
     for requests in container_requests:
