@@ -11,17 +11,17 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from federation.spec import parse_quantity
+from federation.catalog.quantity import parse_quantity
 
 
 def cpu_milli(value: str | int) -> int:
     """Milli-cores of a cpu quantity, rounded up."""
-    return math.ceil(parse_quantity(value) * 1000)
+    return math.ceil(parse_quantity(str(value)) * 1000)
 
 
 def memory_mib(value: str | int) -> int:
     """MiB of a memory quantity, rounded up."""
-    return math.ceil(parse_quantity(value) / 2**20)
+    return math.ceil(parse_quantity(str(value)) / 2**20)
 
 
 def device_milli(accelerators: Mapping[str, Any], flavor_choice: Mapping[str, Any] | None) -> int:

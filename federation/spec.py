@@ -8,7 +8,6 @@ matched against the catalog; images may be given per vendor.
 from __future__ import annotations
 
 import re
-from decimal import Decimal, InvalidOperation
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -20,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from federation.catalog.quantity import parse_quantity
 from federation.catalog.types import Vendor
 
 MAX_TASKS = 16
@@ -33,20 +33,6 @@ _LABEL_KEY = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]+)?)(m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
-_SUFFIX = {
-    None: Decimal(1),
-    "m": Decimal("0.001"),
-    "k": Decimal(10**3),
-    "M": Decimal(10**6),
-    "G": Decimal(10**9),
-    "T": Decimal(10**12),
-    "Ki": Decimal(2**10),
-    "Mi": Decimal(2**20),
-    "Gi": Decimal(2**30),
-    "Ti": Decimal(2**40),
-}
-
 DnsLabel = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
 
 
@@ -65,27 +51,15 @@ def _label_map(value: dict[str, str]) -> dict[str, str]:
 Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
 
 
-def parse_quantity(value: str | int | float) -> Decimal:
-    """Parse a Kubernetes quantity ("500m", "2", "16Gi") into a Decimal of base units."""
-    text = str(value).strip()
-    match = _QUANTITY.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a quantity (examples: 500m, 2, 16Gi)")
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(3)]
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only decimals
-        raise ValueError(f"{text!r} is not a quantity") from exc
-
-
-def _cpu(value: str | int | float) -> str:
-    milli = parse_quantity(value) * 1000
+def _cpu(value: str | int) -> str:
+    milli = parse_quantity(str(value)) * 1000
     if milli < 1 or milli > 1024 * 1000:
         raise ValueError("cpu must be between 1m and 1024")
     return str(value)
 
 
-def _memory(value: str | int | float) -> str:
-    size = parse_quantity(value)
+def _memory(value: str | int) -> str:
+    size = parse_quantity(str(value))
     if size < 2**20 or size > 64 * 2**40:
         raise ValueError("memory must be between 1Mi and 64Ti")
     return str(value)
@@ -111,9 +85,6 @@ class FlavorChoice(_Strict):
     image: str | None = Field(default=None, max_length=512, description="image for this flavor")
     count: int | None = Field(
         default=None, ge=1, le=64, description="devices per replica on this flavor"
-    )
-    replicas: int | None = Field(
-        default=None, ge=1, le=MAX_REPLICAS, description="replicas when this flavor is chosen"
     )
 
 

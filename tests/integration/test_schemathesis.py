@@ -36,7 +36,7 @@ def hub_process(pg_url: str, tmp_path: Path) -> Iterator[str]:
     }
     log = (tmp_path / "hub.log").open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "federation.hub_cli", "serve"], env=env, stdout=log, stderr=log
+        [sys.executable, "-m", "api.hub_cli", "serve"], env=env, stdout=log, stderr=log
     )
     url = f"http://127.0.0.1:{port}"
     try:

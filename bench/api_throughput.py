@@ -1,0 +1,155 @@
+"""Submission throughput and latency of the hub API at 1, 16 and 64 concurrent clients.
+
+The hub runs as real `suanpan-hub serve` processes (sharing one port via SO_REUSEPORT) on an
+embedded PostgreSQL; the load generator is this process. Everything stays on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from bench.results import Figure
+from federation.store import migrate
+from federation.store.embedded import EmbeddedPostgres
+
+ADMIN = "sp_bench_admin"
+CONCURRENCY = (1, 16, 64)
+DURATION_S = 8.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _manifest(i: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": f"bench-{i}", "labels": {"bench": "api"}},
+        "spec": {
+            "queue": "q",
+            "tasks": [
+                {
+                    "name": "w",
+                    "replicas": 2,
+                    "images": {"nvidia": "pytorch:2.4", "huawei": "mindspore:2.3"},
+                    "resources": {
+                        "cpu": "8",
+                        "memory": "64Gi",
+                        "accelerators": {"count": 8, "anyOf": [{"flavor": "huawei/Ascend910B3"}]},
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def _wait_ready(url: str) -> None:
+    async with aiohttp.ClientSession() as s:
+        for _ in range(200):
+            try:
+                async with s.get(url + "/readyz") as r:
+                    if r.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.1)
+    raise RuntimeError("hub did not become ready")
+
+
+async def _load(url: str, token: str, clients: int, duration: float) -> tuple[int, list[float]]:
+    latencies: list[float] = []
+    counter = 0
+    deadline = time.perf_counter() + duration
+    connector = aiohttp.TCPConnector(limit=clients)
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
+
+        async def client() -> None:
+            nonlocal counter
+            while time.perf_counter() < deadline:
+                counter += 1
+                start = time.perf_counter()
+                async with session.post(url + "/v1/jobs", json=_manifest(counter)) as resp:
+                    await resp.read()
+                    if resp.status != 201:
+                        raise RuntimeError(f"submit failed: {resp.status}")
+                latencies.append(time.perf_counter() - start)
+
+        await asyncio.gather(*(client() for _ in range(clients)))
+    return len(latencies), latencies
+
+
+async def _study(workers: int) -> list[Figure]:
+    pg = EmbeddedPostgres()
+    db_url = await pg.start()
+    await migrate.upgrade(db_url)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "SUANPAN_ADMIN_TOKEN": ADMIN,
+        "SUANPAN_PORT": str(port),
+    }
+    procs = [
+        subprocess.Popen([sys.executable, "-m", "api.hub_cli", "serve"], env=env)
+        for _ in range(workers)
+    ]
+    figures: list[Figure] = []
+    try:
+        await _wait_ready(url)
+        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
+            await s.post(url + "/v1/tenants", json={"name": "bench"})
+            await s.post(url + "/v1/tenants/bench/queues", json={"name": "q"})
+            async with s.post(
+                url + "/v1/tokens", json={"name": "b", "role": "member", "tenant": "bench"}
+            ) as r:
+                token = (await r.json())["token"]
+        await _load(url, token, 4, 1.0)  # warm-up
+        for clients in CONCURRENCY:
+            n, lat = await _load(url, token, clients, DURATION_S)
+            lat.sort()
+            params = {"clients": clients, "hub_processes": workers, "duration_s": DURATION_S}
+            p50 = statistics.median(lat) * 1000
+            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+            figures += [
+                Figure(
+                    f"api_submissions_per_s_c{clients}",
+                    n / DURATION_S,
+                    "submissions/s",
+                    True,
+                    params,
+                ),
+                Figure(f"api_submit_p50_ms_c{clients}", p50, "ms", False, params),
+                Figure(f"api_submit_p99_ms_c{clients}", p99, "ms", False, params),
+            ]
+            print(f"c={clients:3d}: {n / DURATION_S:7.0f}/s  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=10)
+        await pg.stop()
+    return figures
+
+
+def run(workers: int = 2) -> list[Figure]:
+    """Measure the API submission figures."""
+    return asyncio.run(_study(workers))
+
+
+if __name__ == "__main__":
+    run(int(sys.argv[1]) if len(sys.argv) > 1 else 2)
