@@ -10,10 +10,8 @@ import asyncio
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -105,7 +103,7 @@ async def _study(workers: int) -> list[Figure]:
         "SUANPAN_PORT": str(port),
     }
     procs = [
-        subprocess.Popen([sys.executable, "-m", "api.hub_cli", "serve"], env=env)
+        await asyncio.create_subprocess_exec(sys.executable, "-m", "api.hub_cli", "serve", env=env)
         for _ in range(workers)
     ]
     figures: list[Figure] = []
@@ -141,7 +139,7 @@ async def _study(workers: int) -> list[Figure]:
         for p in procs:
             p.terminate()
         for p in procs:
-            p.wait(timeout=10)
+            await p.wait()
         await pg.stop()
     return figures
 
