@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 from aiohttp import web
 
 from api.auth import auth_middleware
@@ -10,6 +12,7 @@ from api.metrics import metrics_middleware
 from api.problems import problem_middleware
 from api.routes import API
 from federation.store.database import Database
+from federation.store.listener import JOBS, PLACEMENTS, Listener
 
 MAX_BODY_BYTES = 1 << 20
 VERSION = "0.1.0"
@@ -22,5 +25,17 @@ def create_app(db: Database, *, version: str = VERSION) -> web.Application:
         client_max_size=MAX_BODY_BYTES,
     )
     app[CONTEXT] = HubContext(db=db, version=version)
+    app.cleanup_ctx.append(_listen)
     API.install(app)
     return app
+
+
+async def _listen(app: web.Application) -> AsyncIterator[None]:
+    """Own a LISTEN connection for the app's lifetime (agents' long-poll wake-ups)."""
+    context = app[CONTEXT]
+    listener = Listener(context.db.url)
+    await listener.start(PLACEMENTS, JOBS)
+    context.listener = listener
+    yield
+    context.listener = None
+    await listener.close()

@@ -7,14 +7,16 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from federation.store.database import Database
+from federation.store.listener import Listener
 
 
-@dataclass(frozen=True)
+@dataclass
 class HubContext:
-    """Services a request handler may use."""
+    """Services a request handler may use (the listener is set once the app has started)."""
 
     db: Database
     version: str
+    listener: Listener | None = None
 
 
 CONTEXT = web.AppKey("suanpan_context", HubContext)

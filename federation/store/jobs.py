@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, InvalidInput, NotFound
 from federation.scheduling.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, check_job
+from federation.store.listener import PLACEMENTS, notify
 from federation.store.records import Event, Job
 from federation.store.tables import clusters, events, jobs, placements, queues, tasks, tenants
 
@@ -260,7 +261,7 @@ async def cancel(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID 
 
 async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
     """Mark the job's active placements released, with a new revision so agents notice."""
-    await conn.execute(
+    released = await conn.execute(
         sa.update(placements)
         .where(placements.c.job_id == job_id, placements.c.state == "Active")
         .values(
@@ -268,7 +269,10 @@ async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
             released_at=sa.func.now(),
             revision=sa.func.nextval("placement_revision_seq"),
         )
+        .returning(placements.c.cluster_id)
     )
+    for cluster_id in {r.cluster_id for r in released}:
+        await notify(conn, PLACEMENTS, str(cluster_id))
 
 
 async def job_events(

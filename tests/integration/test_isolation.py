@@ -12,6 +12,8 @@ pytestmark = pytest.mark.integration
 
 PUBLIC = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"}
 PROTECTED = [op for op in API.operations if op.path not in PUBLIC]
+USER_OPS = [op for op in PROTECTED if not op.path.startswith("/v1/agent/")]
+AGENT_OPS = [op for op in PROTECTED if op.path.startswith("/v1/agent/")]
 
 
 async def _world(hub: Hub) -> dict[str, str]:
@@ -42,7 +44,7 @@ def _concrete(path: str, job: str, tenant: str) -> str:
     )
 
 
-@pytest.mark.parametrize("op", PROTECTED, ids=[f"{o.method} {o.path}" for o in PROTECTED])
+@pytest.mark.parametrize("op", USER_OPS, ids=[f"{o.method} {o.path}" for o in USER_OPS])
 async def test_a_member_never_sees_nor_touches_another_tenant(hub: Hub, op: Operation) -> None:
     w = await _world(hub)
     path = _concrete(op.path, w["a_job"], "a")
@@ -60,7 +62,7 @@ async def test_a_member_never_sees_nor_touches_another_tenant(hub: Hub, op: Oper
     assert job["state"] == "Queued" and job["version"] == 1
 
 
-@pytest.mark.parametrize("op", PROTECTED, ids=[f"{o.method} {o.path}" for o in PROTECTED])
+@pytest.mark.parametrize("op", USER_OPS, ids=[f"{o.method} {o.path}" for o in USER_OPS])
 async def test_agent_and_viewer_tokens_write_nothing_here(hub: Hub, op: Operation) -> None:
     w = await _world(hub)
     path = _concrete(op.path, w["a_job"], "a")
@@ -105,3 +107,20 @@ async def test_revoked_token_stops_working_at_once(hub: Hub) -> None:
     assert (await hub.call("GET", "/v1/jobs", issued["token"]))[0] == 200
     assert (await hub.call("DELETE", f"/v1/tokens/{issued['id']}"))[0] == 204
     assert (await hub.call("GET", "/v1/jobs", issued["token"]))[0] == 401
+
+
+@pytest.mark.parametrize("op", AGENT_OPS, ids=[f"{o.method} {o.path}" for o in AGENT_OPS])
+async def test_only_agent_tokens_reach_the_agent_protocol(hub: Hub, op: Operation) -> None:
+    w = await _world(hub)
+    for token in ("sp_test_admin_token", w["a_token"], w["viewer"]):
+        status, _ = await hub.call(op.method, op.path, token, json={})
+        assert status == 403
+
+
+async def test_an_agent_cannot_register_as_another_cluster(hub: Hub) -> None:
+    w = await _world(hub)
+    await hub.call("POST", "/v1/tokens", json={"name": "agent-y", "role": "agent", "cluster": "y"})
+    status, _ = await hub.call("POST", "/v1/agent/register", w["agent"], json={"cluster": "y"})
+    assert status == 404
+    status, reply = await hub.call("POST", "/v1/agent/register", w["agent"], json={"cluster": "x"})
+    assert status == 200 and reply["cluster"] == "x"

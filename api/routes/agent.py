@@ -1,0 +1,128 @@
+"""The agent protocol over HTTP: register, inventory, assignments (long-poll), status."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import Field
+
+from api.context import ctx
+from api.registry import Call, Reply
+from api.routes import API
+from api.schemas import _In
+from federation.store import agents
+from federation.store.listener import PLACEMENTS
+from federation.store.records import Role
+from federation.wire.agent import (
+    AssignmentBatch,
+    InventoryAck,
+    InventoryReport,
+    Registration,
+    RegistrationReply,
+    StatusAck,
+    StatusReport,
+)
+
+AGENT: frozenset[Role] = frozenset({"agent"})
+HEARTBEAT_INTERVAL_S = 5.0
+
+
+class AssignmentQuery(_In):
+    """Resume point and how long to hold the request when nothing changed."""
+
+    after: int = Field(default=0, ge=0)
+    wait: float = Field(default=0, ge=0, le=60)
+
+
+@API.op(
+    "POST",
+    "/v1/agent/register",
+    summary="Register an agent",
+    tag="agent",
+    roles=AGENT,
+    body=Registration,
+    response=RegistrationReply,
+    errors=(404,),
+)
+async def agent_register(call: Call) -> Reply:
+    """(Re)register the token's cluster and learn the inventory generation the hub holds."""
+    assert call.who.cluster_id is not None
+    async with ctx(call.request).db.transaction() as conn:
+        name, generation = await agents.register(
+            conn, call.who.cluster_id, call.body_as(Registration)
+        )
+    return Reply(
+        200,
+        RegistrationReply(
+            cluster=name, inventory_generation=generation, heartbeat_interval_s=HEARTBEAT_INTERVAL_S
+        ),
+    )
+
+
+@API.op(
+    "POST",
+    "/v1/agent/inventory",
+    summary="Report inventory",
+    tag="agent",
+    roles=AGENT,
+    body=InventoryReport,
+    response=InventoryAck,
+    errors=(404,),
+)
+async def agent_inventory(call: Call) -> Reply:
+    """Store a full inventory snapshot or the next delta."""
+    assert call.who.cluster_id is not None
+    async with ctx(call.request).db.transaction() as conn:
+        ack = await agents.apply_inventory(conn, call.who.cluster_id, call.body_as(InventoryReport))
+    return Reply(200, ack)
+
+
+@API.op(
+    "GET",
+    "/v1/agent/assignments",
+    summary="Wait for assignments",
+    tag="agent",
+    roles=AGENT,
+    query=AssignmentQuery,
+    response=AssignmentBatch,
+    errors=(404,),
+)
+async def agent_assignments(call: Call) -> Reply:
+    """Placements changed after `after`; holds the request up to `wait` s while none did."""
+    assert call.who.cluster_id is not None
+    cluster_id = call.who.cluster_id
+    q = call.query_as(AssignmentQuery)
+    hub = ctx(call.request)
+    deadline = time.monotonic() + q.wait
+    while True:
+        async with hub.db.transaction() as conn:
+            await agents.heartbeat(conn, cluster_id)
+            items = await agents.assignments(conn, cluster_id, q.after)
+        left = deadline - time.monotonic()
+        if items or left <= 0 or hub.listener is None:
+            break
+        await hub.listener.wait(PLACEMENTS, str(cluster_id), seconds=min(left, 5.0))
+    revision = max((a.revision for a in items), default=q.after)
+    return Reply(200, AssignmentBatch(revision=revision, items=items))
+
+
+@API.op(
+    "POST",
+    "/v1/agent/status",
+    summary="Report status",
+    tag="agent",
+    roles=AGENT,
+    body=StatusReport,
+    response=StatusAck,
+    errors=(404,),
+)
+async def agent_status(call: Call) -> Reply:
+    """Apply status updates in order; replays and stale epochs change nothing."""
+    assert call.who.cluster_id is not None
+    counts = {"applied": 0, "duplicate": 0, "stale": 0}
+    async with ctx(call.request).db.transaction() as conn:
+        await agents.heartbeat(conn, call.who.cluster_id)
+        for update in call.body_as(StatusReport).updates:
+            outcome = await agents.apply_status(conn, call.who.cluster_id, update)
+            counts[outcome.kind] += 1
+    return Reply(200, StatusAck(**counts))

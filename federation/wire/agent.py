@@ -1,0 +1,163 @@
+"""The agent protocol: what a member cluster's agent sends up and receives down.
+
+Agents dial out to the hub. They register, push inventory (a full snapshot on connect, deltas
+after, each with a generation), long-poll assignments resumable by revision, and report
+status in acknowledged batches. Every message is idempotent: replays change nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from federation.spec import DnsLabel, Labels
+
+MAX_NODES_PER_REPORT = 10_000
+MAX_STATUS_PER_REPORT = 5_000
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+
+
+class _Msg(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class Registration(_Msg):
+    """Who the agent is: sent on every (re)connect."""
+
+    cluster: DnsLabel
+    region: Annotated[str, StringConstraints(max_length=63)] = ""
+    zone: Annotated[str, StringConstraints(max_length=63)] = ""
+    labels: Labels = Field(default_factory=dict)
+    kubernetes_version: Annotated[str, StringConstraints(max_length=64)] = Field(
+        default="", alias="kubernetesVersion"
+    )
+    agent_version: Annotated[str, StringConstraints(max_length=64)] = Field(
+        default="", alias="agentVersion"
+    )
+
+
+class RegistrationReply(_Msg):
+    """The hub's view of the cluster; a generation behind the agent's means "send a full"."""
+
+    cluster: str
+    inventory_generation: int = Field(alias="inventoryGeneration")
+    heartbeat_interval_s: float = Field(alias="heartbeatIntervalS")
+
+
+class Taint(_Msg):
+    """A node taint."""
+
+    key: Name
+    value: Annotated[str, StringConstraints(max_length=253)] = ""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+class DeviceInfo(_Msg):
+    """One accelerator of a node, resolved through the catalog, with its current use."""
+
+    flavor: Annotated[str, StringConstraints(max_length=128)]
+    index: int = Field(ge=0, le=1023)
+    memory_mib: int = Field(alias="memoryMib", ge=0)
+    healthy: bool = True
+    used_milli: int = Field(default=0, alias="usedMilli", ge=0, le=1000)
+    used_memory_mib: int = Field(default=0, alias="usedMemoryMib", ge=0)
+
+
+class NodeInfo(_Msg):
+    """A node: allocatable and used capacity (all pods, not only Suanpan's), health, devices."""
+
+    name: Name
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[Taint] = Field(default_factory=list, max_length=64)
+    ready: bool = True
+    unschedulable: bool = False
+    cpu_milli: int = Field(alias="cpuMilli", ge=0)
+    memory_mib: int = Field(alias="memoryMib", ge=0)
+    pods: int = Field(default=110, ge=0)
+    used_cpu_milli: int = Field(default=0, alias="usedCpuMilli", ge=0)
+    used_memory_mib: int = Field(default=0, alias="usedMemoryMib", ge=0)
+    used_pods: int = Field(default=0, alias="usedPods", ge=0)
+    devices: list[DeviceInfo] = Field(default_factory=list, max_length=1024)
+
+
+class InventoryReport(_Msg):
+    """A full snapshot (`full`: nodes not listed are gone) or a delta (upserts + removals)."""
+
+    generation: int = Field(ge=1)
+    full: bool
+    nodes: list[NodeInfo] = Field(default_factory=list, max_length=MAX_NODES_PER_REPORT)
+    removed: list[Name] = Field(default_factory=list, max_length=MAX_NODES_PER_REPORT)
+
+
+class InventoryAck(_Msg):
+    """The generation the hub now holds; `resync` asks for a full snapshot (a gap was seen)."""
+
+    generation: int
+    resync: bool = False
+
+
+class ReplicaHint(_Msg):
+    """The hub's estimate of where one replica fits (the extender decides for real)."""
+
+    task: str
+    replica: int
+    node: str
+    devices: list[int] = Field(default_factory=list)
+
+
+class Assignment(_Msg):
+    """A placement the agent must realize (`Active`) or tear down (`Released`)."""
+
+    job: uuid.UUID
+    name: str
+    tenant: str
+    epoch: int
+    revision: int
+    state: Literal["Active", "Released"]
+    priority: int
+    priority_class: str = Field(alias="priorityClass")
+    preemptible: bool
+    gang: bool
+    flavors: dict[str, str | None]  # task -> catalog flavor (None: no accelerators)
+    tasks: list[dict[str, Any]]  # the tasks of the job manifest (JSON form of spec.Task)
+    hints: list[ReplicaHint] = Field(default_factory=list)
+
+
+class AssignmentBatch(_Msg):
+    """Assignments changed after the agent's revision, and the revision to resume from."""
+
+    revision: int
+    items: list[Assignment]
+
+
+JobReport = Literal["Applied", "Running", "Succeeded", "Failed", "Evicted", "Unschedulable"]
+
+
+class StatusUpdate(_Msg):
+    """What happened to one placement's pods in the cluster."""
+
+    job: uuid.UUID
+    epoch: int = Field(ge=1)
+    state: JobReport
+    reason: Annotated[str, StringConstraints(max_length=63)] = ""
+    message: Annotated[str, StringConstraints(max_length=2048)] = ""
+    running: int = Field(default=0, ge=0)
+    succeeded: int = Field(default=0, ge=0)
+    failed: int = Field(default=0, ge=0)
+
+
+class StatusReport(_Msg):
+    """A batch of status updates."""
+
+    updates: list[StatusUpdate] = Field(max_length=MAX_STATUS_PER_REPORT)
+
+
+class StatusAck(_Msg):
+    """How many updates changed something, were already known, or named a stale epoch."""
+
+    applied: int
+    duplicate: int
+    stale: int
