@@ -9,7 +9,10 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 
+from federation.catalog import load_catalog
+from federation.controllers.scheduler import SchedulerLoop
 from federation.settings import HubSettings
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
@@ -43,12 +46,14 @@ async def serve(settings: HubSettings) -> None:
     from aiohttp import web
 
     from api.app import create_app
+    from api.context import CONTEXT
 
     async with database(settings) as db:
         token = await ensure_admin_token(db, settings.admin_token)
         if token is not None and settings.admin_token is None:
             print(f"first admin token (shown once): {token}", flush=True)
-        runner = web.AppRunner(create_app(db), access_log=None)
+        app = create_app(db)
+        runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
         await site.start()
@@ -57,7 +62,13 @@ async def serve(settings: HubSettings) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
+        controllers = None
+        if settings.controllers:
+            scheduler = SchedulerLoop(db, load_catalog(), listener=app[CONTEXT].listener)
+            controllers = asyncio.create_task(scheduler.run(stop))
         await stop.wait()
+        if controllers is not None:
+            await controllers
         await runner.cleanup()
 
 
@@ -68,6 +79,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = sub.add_parser("serve", help="run the hub API (and, as leader, its controllers)")
     run.add_argument("--host", help="listen address (default $SUANPAN_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="listen port (default $SUANPAN_PORT or 8080)")
+    run.add_argument(
+        "--api-only",
+        action="store_true",
+        help="serve the API without competing to lead the controllers",
+    )
     sub.add_parser("migrate", help="apply database migrations to $DATABASE_URL")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
@@ -79,13 +95,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         asyncio.run(migrate.upgrade(settings.database_url))
         print("database is at the latest schema")
         return 0
-    if args.host or args.port:
-        settings = HubSettings(
-            settings.database_url,
-            settings.admin_token,
-            args.host or settings.host,
-            args.port or settings.port,
-        )
+    settings = replace(
+        settings,
+        host=args.host or settings.host,
+        port=args.port or settings.port,
+        controllers=not args.api_only,
+    )
     asyncio.run(serve(settings))
     return 0
 

@@ -103,7 +103,9 @@ async def _study(workers: int) -> list[Figure]:
         "SUANPAN_PORT": str(port),
     }
     procs = [
-        await asyncio.create_subprocess_exec(sys.executable, "-m", "api.hub_cli", "serve", env=env)
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "api.hub_cli", "serve", "--api-only", env=env
+        )
         for _ in range(workers)
     ]
     figures: list[Figure] = []

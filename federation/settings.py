@@ -14,6 +14,7 @@ class HubSettings:
     admin_token: str | None
     host: str = "127.0.0.1"
     port: int = 8080
+    controllers: bool = True  # compete for leadership and run the scheduling loop
 
     @classmethod
     def from_env(cls) -> HubSettings:

@@ -66,14 +66,15 @@ def candidates(ctx: JobContext, cluster: ClusterState) -> list[Placement]:
     ledger = state.quota
     preferred = ctx.demand(ctx.assignments[0])
     quota_blocked = not ledger.check(job.queue, preferred).ok
+    near = dict(state.by_cluster.get(cluster.name, {}))
+    if quota_blocked:
+        for queue, placements in state.by_queue.items():
+            if _same_quota(ledger, job.queue, queue):
+                near.update(placements)
     pool = []
-    for placement in state.placements.values():
+    for placement in near.values():
         victim = placement.job
         if not victim.preemptible or victim.id in state.preempting or victim.id == job.id:
-            continue
-        if placement.cluster != cluster.name and not (
-            quota_blocked and _same_quota(ledger, job.queue, victim.queue)
-        ):
             continue
         if victim.priority < job.priority or (
             victim.priority == job.priority and _reclaims(ctx, victim.queue)

@@ -13,6 +13,7 @@ summary numbers alone.
 from __future__ import annotations
 
 import itertools
+from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,7 +60,11 @@ class NodeState:
 
 
 class FlavorIndex:
-    """The ready nodes of one cluster carrying one flavor, bucketed by free whole devices."""
+    """The ready nodes of one cluster carrying one flavor, bucketed by free whole devices.
+
+    Buckets and `partial` are sorted lists of node indices, so visiting candidates in a
+    deterministic order costs no sorting.
+    """
 
     __slots__ = ("buckets", "free", "nodes", "partial", "total", "used_milli")
 
@@ -68,27 +73,27 @@ class FlavorIndex:
         self.total = 0  # devices on those nodes
         self.free = 0  # free whole devices
         self.used_milli = 0
-        self.buckets: list[set[int]] = [set()]  # buckets[k]: nodes with k free devices
-        self.partial: set[int] = set()  # nodes with a shared device that has room left
+        self.buckets: list[list[int]] = [[]]  # buckets[k]: nodes with k free devices
+        self.partial: list[int] = []  # nodes with a shared device that has room left
 
     def enter(self, node: int, devices: NodeDevices) -> None:
         """Count `devices` of `node` in the summaries."""
         free = devices.free_count()
         while len(self.buckets) <= free:
-            self.buckets.append(set())
-        self.buckets[free].add(node)
+            self.buckets.append([])
+        insort(self.buckets[free], node)
         self.free += free
         self.used_milli += sum(devices.used_milli)
         if any(0 < used < WHOLE for used in devices.used_milli):
-            self.partial.add(node)
+            insort(self.partial, node)
 
     def leave(self, node: int, devices: NodeDevices) -> None:
         """Remove `devices` of `node` from the summaries."""
         free = devices.free_count()
-        self.buckets[free].discard(node)
+        _discard(self.buckets[free], node)
         self.free -= free
         self.used_milli -= sum(devices.used_milli)
-        self.partial.discard(node)
+        _discard(self.partial, node)
 
     def largest_free(self) -> int:
         """Most free whole devices on one node."""
@@ -98,7 +103,13 @@ class FlavorIndex:
         """Nodes with at least `at_least` free devices, by free count then index."""
         counts = range(max(at_least, 1), len(self.buckets))
         for k in counts if fullest_first else reversed(counts):
-            yield from sorted(self.buckets[k])
+            yield from self.buckets[k]
+
+
+def _discard(ordered: list[int], value: int) -> None:
+    at = bisect_left(ordered, value)
+    if at < len(ordered) and ordered[at] == value:
+        del ordered[at]
 
 
 class ClusterState:
@@ -111,6 +122,8 @@ class ClusterState:
         self.nodes = [NodeState(i, node) for i, node in enumerate(cluster.nodes)]
         self.node_index = {node.name: i for i, node in enumerate(cluster.nodes)}
         self.ready_nodes = [n.index for n in self.nodes if n.node.ready]
+        self.cpu_total = sum(self.nodes[i].node.cpu_milli for i in self.ready_nodes)
+        self.cpu_free = sum(self.nodes[i].cpu_free for i in self.ready_nodes)
         self.flavors: dict[str, FlavorIndex] = {}
         for n in self.nodes:
             for model, devices in n.devices.items():
@@ -134,6 +147,8 @@ class ClusterState:
         n.cpu_free -= usage.cpu_milli
         n.memory_free -= usage.memory_mib
         n.pods_free -= 1
+        if n.node.ready:
+            self.cpu_free -= usage.cpu_milli
         self._touch()
 
     def give(self, usage: Usage) -> None:
@@ -146,6 +161,8 @@ class ClusterState:
         n.cpu_free += usage.cpu_milli
         n.memory_free += usage.memory_mib
         n.pods_free += 1
+        if n.node.ready:
+            self.cpu_free += usage.cpu_milli
         self._touch()
 
     def _swap(self, n: NodeState, model: str, before: NodeDevices, after: NodeDevices) -> None:
@@ -200,6 +217,8 @@ class State:
         }
         self.quota = QuotaLedger(snapshot.queues)
         self.placements: dict[str, Placement] = {}
+        self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
+        self.by_queue: dict[str, dict[str, Placement]] = {}
         self.preempting: set[str] = set(snapshot.preempting)
         self.held: dict[str, list[tuple[str, Usage]]] = {}  # reservations by holding job id
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
@@ -293,10 +312,16 @@ class State:
         options = tuple(placement.option(t) for t in range(len(placement.job.tasks)))
         self.quota.charge(placement.job.queue, demand(placement.job, options), sign)
         job = placement.job
-        if sign > 0:
-            self.placements[job.id] = placement
-        else:
-            self.placements.pop(job.id, None)
+        indexes = (
+            self.placements,
+            self.by_cluster.setdefault(placement.cluster, {}),
+            self.by_queue.setdefault(job.queue, {}),
+        )
+        for index in indexes:
+            if sign > 0:
+                index[job.id] = placement
+            else:
+                index.pop(job.id, None)
         presence = self.presence.setdefault(placement.cluster, {})
         for key in (f"queue:{job.queue}", f"tenant:{self.tenant(job.queue)}"):
             presence[key] = presence.get(key, 0) + sign

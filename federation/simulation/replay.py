@@ -22,11 +22,14 @@ class ReplayOutcome:
     failed_gpu_milli: int
 
 
+Placed = tuple[int, tuple[int, ...]]  # node index, device indices
+
+
 class Placement(Protocol):
     """Anything that places one request and says where (None: it failed)."""
 
-    def place(self, req: PodRequest) -> int | None:
-        """Place `req` and return the chosen node's index, or None."""
+    def place(self, req: PodRequest) -> Placed | None:
+        """Place `req` and return the chosen node and devices, or None."""
         ...
 
 
@@ -37,8 +40,8 @@ class Placer:
         self.pool = pool
         self.scorer = scorer
 
-    def place(self, req: PodRequest) -> int | None:
-        """Place `req` on the best node and return its index, or None if nothing fits."""
+    def place(self, req: PodRequest) -> Placed | None:
+        """Place `req` on the best node and return it with its devices, or None."""
         feasible = self.pool.feasible(req)
         if not feasible.any():
             return None
@@ -46,8 +49,9 @@ class Placer:
         i = select(scores)
         if i is None:
             return None
-        self.pool.place(i, req, scores.devices_for(self.pool, i, req))
-        return i
+        chosen = scores.devices_for(self.pool, i, req)
+        self.pool.place(i, req, chosen)
+        return i, chosen
 
 
 def replay(

@@ -12,8 +12,9 @@ from federation.scheduling.placement import Pool, make_policy, typical_workload
 from federation.scheduling.placement.fragmentation import FragModel
 from federation.simulation.adapter import pod_request, pool_node, task_types
 from federation.simulation.metrics import Curves, discretize
+from federation.simulation.multicluster import TwoLevelPlacer, split_round_robin
 from federation.simulation.protocol import TUNE_RATIO, tune_workload
-from federation.simulation.replay import Placer, replay
+from federation.simulation.replay import Placement, Placer, replay
 from federation.simulation.trace import TraceNode, TracePod
 
 
@@ -41,27 +42,33 @@ def run_seed(
     pods: Sequence[TracePod],
     policy: str,
     seed: int,
+    clusters: int = 1,
     ratio: float = TUNE_RATIO,
 ) -> SeedRun:
-    """Replay one seed of `pods` on the GPU nodes of `nodes` under `policy`."""
+    """Replay one seed of `pods` on the GPU nodes of `nodes` under `policy`.
+
+    With `clusters` > 1 the nodes are split into member clusters and every pod goes through a
+    cluster choice first (`multicluster`).
+    """
     start = time.perf_counter()
     rng = np.random.default_rng(seed)
     gpu_nodes = [n for n in nodes if n.gpu > 0]
     capacity = 1000 * sum(n.gpu for n in gpu_nodes)
     work = tune_workload(pods, capacity, rng, ratio)
-    pool = Pool([pool_node(n) for n in shuffled_nodes(gpu_nodes, rng)])
+    order = shuffled_nodes(gpu_nodes, rng)
+    pool = Pool([pool_node(n) for n in order])
     workload = typical_workload(task_types(pods))
     scorer = make_policy(policy, workload).bind(pool, rng)
-    outcome = replay(
-        pool,
-        Placer(pool, scorer),
-        [pod_request(p) for p in work],
-        FragModel(workload, pool.model_names),
-    )
+    placer: Placement = Placer(pool, scorer)
+    if clusters > 1:
+        member = split_round_robin(gpu_nodes, clusters)
+        placer = TwoLevelPlacer(pool, scorer, np.array([member[n.name] for n in order]))
+    requests = [pod_request(p) for p in work]
+    outcome = replay(pool, placer, requests, FragModel(workload, pool.model_names))
     return SeedRun(
         policy=policy,
         seed=seed,
-        clusters=1,
+        clusters=clusters,
         curves=discretize(outcome.trajectory),
         pods=len(work),
         failed_pods=outcome.failed_pods,

@@ -121,7 +121,6 @@ devices = Table(
     Column("flavor", String(128), primary_key=True),
     Column("index", Integer, primary_key=True),
     Column("memory_mib", BigInteger, nullable=False),
-    Column("group_id", Integer, nullable=False, server_default="0"),
     Column("healthy", Boolean, nullable=False, server_default="true"),
     Column("used_milli", Integer, nullable=False, server_default="0"),
     Column("used_memory_mib", BigInteger, nullable=False, server_default="0"),

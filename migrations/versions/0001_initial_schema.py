@@ -105,7 +105,6 @@ def upgrade() -> None:
     sa.Column('flavor', sa.String(length=128), nullable=False),
     sa.Column('index', sa.Integer(), nullable=False),
     sa.Column('memory_mib', sa.BigInteger(), nullable=False),
-    sa.Column('group_id', sa.Integer(), server_default='0', nullable=False),
     sa.Column('healthy', sa.Boolean(), server_default='true', nullable=False),
     sa.Column('used_milli', sa.Integer(), server_default='0', nullable=False),
     sa.Column('used_memory_mib', sa.BigInteger(), server_default='0', nullable=False),

@@ -159,7 +159,7 @@ def _candidates(
         return ()
     fullest_first = prefer == "pack"
     if option.milli < WHOLE:
-        return chain(sorted(index.partial), index.nodes_with(1, fullest_first=fullest_first))
+        return chain(index.partial, index.nodes_with(1, fullest_first=fullest_first))
     return index.nodes_with(option.count, fullest_first=fullest_first)
 
 
@@ -214,7 +214,7 @@ def _shortfall(
     for k in range(len(index.buckets) - 1, 0, -1):
         if k <= best:
             break
-        for i in sorted(index.buckets[k]):
+        for i in index.buckets[k]:
             room = rooms.get(i)
             devices = room.devices if room is not None else cluster.nodes[i].devices
             example = devices[option.flavor]

@@ -12,9 +12,8 @@ def utilization_after(ctx: JobContext, candidate: Candidate) -> float:
     cluster = candidate.cluster
     flavors = {o.flavor for o in candidate.assignment if o is not None}
     if not flavors:
-        ready = [cluster.nodes[i] for i in cluster.ready_nodes]
-        total = sum(n.node.cpu_milli for n in ready)
-        used = sum(n.node.cpu_milli - n.cpu_free for n in ready)
+        total = cluster.cpu_total
+        used = cluster.cpu_total - cluster.cpu_free
         adding = sum(t.replicas * t.cpu_milli for t in ctx.job.tasks)
     else:
         total = sum(cluster.flavors[f].total * WHOLE for f in flavors)

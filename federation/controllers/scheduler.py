@@ -1,0 +1,133 @@
+"""The hub's scheduling loop: the async shell around the pure core.
+
+Numbered phases per cycle (Armada's shape): 1. read a consistent snapshot; 2. run the core
+off the event loop; 3. re-check leadership; 4. write all decisions in one transaction;
+5. only then advance the in-memory preemption reservations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field, replace
+
+from federation.catalog import Catalog
+from federation.controllers import health, snapshot, writer
+from federation.controllers.leader import Leadership
+from federation.scheduling.cycle import schedule
+from federation.scheduling.framework import SchedulerConfig
+from federation.scheduling.model import Placement
+from federation.store.database import Database
+from federation.store.listener import JOBS, Listener
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoopConfig:
+    """Pacing of the controllers."""
+
+    interval_s: float = 1.0  # longest wait between cycles when nothing wakes the loop
+    health: health.HealthConfig = field(default_factory=health.HealthConfig)
+    core: SchedulerConfig = field(default_factory=SchedulerConfig)
+
+
+@dataclass(frozen=True)
+class CycleReport:
+    """What one cycle did, for logs, metrics and tests."""
+
+    pending: int
+    written: writer.Written
+    seconds: float
+
+
+class SchedulerLoop:
+    """Runs cycles while this replica leads."""
+
+    def __init__(
+        self,
+        db: Database,
+        catalog: Catalog,
+        *,
+        config: LoopConfig | None = None,
+        listener: Listener | None = None,
+    ) -> None:
+        self.db = db
+        self.catalog = catalog
+        self.config = config or LoopConfig()
+        self.listener = listener
+        self.leadership = Leadership(db.url)
+        self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
+
+    async def cycle(self) -> CycleReport:
+        """One scheduling cycle (the caller must lead)."""
+        start = time.perf_counter()
+        async with self.db.transaction() as conn:
+            await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            read = await snapshot.read(conn, self.catalog, now=time.time())
+        held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
+        snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
+        result = await asyncio.to_thread(
+            schedule, snap, read.pending, now=time.time(), config=self.config.core
+        )
+        if not await self.leadership.held():
+            raise LostLeadership()
+        async with self.db.transaction() as conn:
+            written = await writer.write(conn, read, result)
+        for placed in result.placed:
+            self._held.pop(placed.placement.job.id, None)
+        for preempted in result.preempted:
+            self._held[preempted.preemptor.id] = preempted.reservation
+        self._held = {k: v for k, v in self._held.items() if k in read.refs}
+        return CycleReport(len(read.pending), written, time.perf_counter() - start)
+
+    async def check_health(self) -> list[str]:
+        """Apply heartbeat timeouts and drains."""
+        async with self.db.transaction() as conn:
+            return await health.check(conn, self.config.health)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Lead when possible and run cycles until `stop` is set."""
+        while not stop.is_set():
+            try:
+                if not await self.leadership.acquire():
+                    await _sleep(stop, 2.0)
+                    continue
+                log.warning("this hub replica leads the scheduling loop")
+                while not stop.is_set():
+                    for change in await self.check_health():
+                        log.warning("health: %s", change)
+                    report = await self.cycle()
+                    if report.written.placed or report.written.preempted or report.written.rejected:
+                        log.info("cycle: %s", report)
+                    await self._wait(stop)
+            except LostLeadership:
+                log.warning("lost leadership; stepping down")
+            except (OSError, ConnectionError) as exc:
+                log.warning("database unavailable (%s); retrying", exc)
+                await _sleep(stop, 1.0)
+            except Exception:
+                log.exception("scheduling cycle failed; retrying")
+                await _sleep(stop, 1.0)
+            finally:
+                if stop.is_set():
+                    await self.leadership.release()
+
+    async def _wait(self, stop: asyncio.Event) -> None:
+        if self.listener is None:
+            await _sleep(stop, self.config.interval_s)
+        else:
+            await self.listener.wait(JOBS, seconds=self.config.interval_s)
+
+
+class LostLeadership(Exception):
+    """The advisory lock is gone: another replica may lead now."""
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+    except TimeoutError:
+        pass

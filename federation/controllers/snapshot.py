@@ -1,0 +1,213 @@
+"""Read one scheduling snapshot from PostgreSQL: clusters, queues, placements, pending jobs."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from federation.catalog import Catalog
+from federation.scheduling.model import (
+    Cluster,
+    Job,
+    Placement,
+    Queue,
+    Quota,
+    ReplicaPlacement,
+    Snapshot,
+)
+from federation.store.queue_usage import HOLDING_STATES
+from federation.store.tables import clusters, devices, jobs, nodes, placements, queues, tenants
+from federation.to_core import DeviceRow, JobFacts, UnknownFlavor, core_job, core_node
+
+log = logging.getLogger(__name__)
+UNCOUNTED = ("Placed", "Dispatched")  # placed, but the cluster does not report their use yet
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What the writer needs to apply a decision about a job safely."""
+
+    id: uuid.UUID
+    version: int
+    state: str
+    epoch: int
+    reason: str
+    pending_reasons: dict[str, Any]
+
+
+@dataclass
+class Read:
+    """A snapshot plus what goes with it: pending jobs, row refs, untranslatable jobs."""
+
+    snapshot: Snapshot
+    pending: list[Job]
+    refs: dict[str, JobRef]
+    cluster_ids: dict[str, uuid.UUID]
+    invalid: dict[str, str] = field(default_factory=dict)  # job id -> why it cannot be modeled
+
+
+def _seconds(ts: datetime | None) -> float:
+    return ts.timestamp() if ts is not None else 0.0
+
+
+async def _clusters(
+    conn: AsyncConnection, catalog: Catalog
+) -> tuple[list[Cluster], dict[str, uuid.UUID]]:
+    device_rows: dict[tuple[uuid.UUID, str], list[DeviceRow]] = defaultdict(list)
+    for d in await conn.execute(sa.select(devices)):
+        m = d._mapping
+        device_rows[(m["cluster_id"], m["node_name"])].append(
+            DeviceRow(
+                m["flavor"],
+                m["index"],
+                m["memory_mib"],
+                m["healthy"],
+                m["used_milli"],
+                m["used_memory_mib"],
+            )
+        )
+    node_map: dict[uuid.UUID, list[Any]] = defaultdict(list)
+    for n in await conn.execute(sa.select(nodes).order_by(nodes.c.cluster_id, nodes.c.name)):
+        node_map[n.cluster_id].append(
+            core_node(catalog, dict(n._mapping), device_rows.get((n.cluster_id, n.name), ()))
+        )
+    out, ids = [], {}
+    for c in await conn.execute(sa.select(clusters).order_by(clusters.c.name)):
+        ids[c.name] = c.id
+        out.append(
+            Cluster(
+                name=c.name,
+                region=c.region,
+                zone=c.zone,
+                nodes=tuple(node_map.get(c.id, ())),
+                labels=MappingProxyType(dict(c.labels)),
+                ready=c.state == "Ready",
+                cordoned=c.cordoned,
+            )
+        )
+    return out, ids
+
+
+async def _queues(conn: AsyncConnection) -> list[Queue]:
+    rows = await conn.execute(
+        sa.select(queues, tenants.c.name.label("tenant")).join(
+            tenants, tenants.c.id == queues.c.tenant_id
+        )
+    )
+    return [
+        Queue(
+            name=f"{q.tenant}/{q.name}",
+            tenant=q.tenant,
+            cohort=q.cohort or "",
+            weight=q.weight,
+            quota=MappingProxyType(
+                {res: Quota(v["nominal"], v.get("borrowingLimit")) for res, v in q.quota.items()}
+            ),
+        )
+        for q in rows
+    ]
+
+
+async def read(
+    conn: AsyncConnection, catalog: Catalog, *, now: float, max_pending: int = 5000
+) -> Read:
+    """Everything one cycle needs, read in the caller's (repeatable-read) transaction."""
+    fleet, cluster_ids = await _clusters(conn, catalog)
+    cluster_names = {v: k for k, v in cluster_ids.items()}
+    queue_list = await _queues(conn)
+    job_cols = (
+        jobs.c.id,
+        jobs.c.spec,
+        jobs.c.state,
+        jobs.c.priority,
+        jobs.c.preemptible,
+        jobs.c.version,
+        jobs.c.epoch,
+        jobs.c.queued_at,
+        jobs.c.started_at,
+        jobs.c.reason,
+        jobs.c.pending_reasons,
+        jobs.c.cluster_id,
+        tenants.c.name.label("tenant"),
+        queues.c.name.label("queue"),
+    )
+    base = (
+        sa.select(*job_cols)
+        .join(tenants, tenants.c.id == jobs.c.tenant_id)
+        .join(queues, queues.c.id == jobs.c.queue_id)
+    )
+    result = Read(Snapshot(), [], {}, cluster_ids)
+
+    def model(row: Any) -> Job | None:
+        facts = JobFacts(
+            id=str(row.id),
+            queue=f"{row.tenant}/{row.queue}",
+            priority=row.priority,
+            preemptible=row.preemptible,
+            created_at=_seconds(row.queued_at),
+            runtime_s=max(0.0, now - _seconds(row.started_at)) if row.started_at else 0.0,
+        )
+        result.refs[facts.id] = JobRef(
+            row.id, row.version, row.state, row.epoch, row.reason, row.pending_reasons
+        )
+        try:
+            return core_job(catalog, facts, row.spec)
+        except UnknownFlavor as exc:
+            result.invalid[facts.id] = str(exc)
+            return None
+
+    held = await conn.execute(
+        base.add_columns(placements.c.assignment)
+        .join(
+            placements,
+            sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
+        )
+        .where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
+    )
+    placed: list[Placement] = []
+    reservations: list[Placement] = []
+    preempting: set[str] = set()
+    for row in held:
+        job = model(row)
+        if job is None:
+            continue
+        flavors = row.assignment.get("flavors", {})
+        task_index = {t.name: i for i, t in enumerate(job.tasks)}
+        placement = Placement(
+            job=job,
+            cluster=cluster_names.get(row.cluster_id, ""),
+            flavors=tuple(flavors.get(t.name) or "" for t in job.tasks),
+            replicas=tuple(
+                ReplicaPlacement(task_index[h["task"]], h["node"], tuple(h["devices"]))
+                for h in row.assignment.get("hints", [])
+                if h["task"] in task_index
+            ),
+            epoch=row.epoch,
+        )
+        placed.append(placement)
+        if row.state in UNCOUNTED:
+            reservations.append(placement)
+        if row.state == "Preempting":
+            preempting.add(job.id)
+    pending_rows = await conn.execute(
+        base.where(jobs.c.state == "Queued")
+        .order_by(jobs.c.priority.desc(), jobs.c.queued_at)
+        .limit(max_pending)
+    )
+    result.pending = [j for j in (model(r) for r in pending_rows) if j is not None]
+    result.snapshot = Snapshot(
+        clusters=tuple(fleet),
+        queues=tuple(queue_list),
+        placements=tuple(placed),
+        reservations=tuple(reservations),
+        preempting=frozenset(preempting),
+    )
+    return result

@@ -1,0 +1,259 @@
+"""The hub's whole control flow over HTTP and PostgreSQL, with the agent played by the test.
+
+Registration and inventory, a scheduling cycle placing a gang, the agent's long-poll, status
+up to Succeeded, epoch fencing, preemption with the victim requeued and re-run, explain, and
+fail-fast rejection. The agent side here speaks the real wire protocol; the real agent and
+clusters are exercised by the agent and end-to-end suites.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from federation.catalog import load_catalog
+from federation.controllers.scheduler import SchedulerLoop
+from tests.integration.conftest import Hub
+
+pytestmark = pytest.mark.integration
+
+FLAVOR = "huawei/Ascend910B3"
+
+
+def _node(name: str, devices: int = 8, used: int = 0) -> dict[str, Any]:
+    return {
+        "name": name,
+        "labels": {"node.kubernetes.io/npu.chip.name": "910B3"},
+        "cpuMilli": 192_000,
+        "memoryMib": 1_048_576,
+        "devices": [
+            {"flavor": FLAVOR, "index": i, "memoryMib": 65536, "usedMilli": 1000 if i < used else 0}
+            for i in range(devices)
+        ],
+    }
+
+
+def _job(
+    name: str, replicas: int, count: int, priority: str = "normal", **spec: Any
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "queue": "default",
+            "priorityClass": priority,
+            "tasks": [
+                {
+                    "name": "trainer",
+                    "replicas": replicas,
+                    "images": {"huawei": "mindspore:2.3"},
+                    "resources": {
+                        "cpu": "8",
+                        "memory": "32Gi",
+                        "accelerators": {"count": count, "anyOf": [{"flavor": FLAVOR}]},
+                    },
+                }
+            ],
+            **spec,
+        },
+    }
+
+
+async def _agent(hub: Hub, cluster: str, nodes: list[dict[str, Any]]) -> str:
+    _, issued = await hub.call(
+        "POST", "/v1/tokens", json={"name": f"{cluster}-agent", "role": "agent", "cluster": cluster}
+    )
+    token = issued["token"]
+    status, reply = await hub.call(
+        "POST", "/v1/agent/register", token, json={"cluster": cluster, "region": "beijing"}
+    )
+    assert status == 200 and reply["inventoryGeneration"] == 0
+    status, ack = await hub.call(
+        "POST", "/v1/agent/inventory", token, json={"generation": 1, "full": True, "nodes": nodes}
+    )
+    assert status == 200 and ack == {"generation": 1, "resync": False}
+    return str(token)
+
+
+async def _loop(hub: Hub) -> SchedulerLoop:
+    loop = SchedulerLoop(hub.db, load_catalog())
+    assert await loop.leadership.acquire()
+    return loop
+
+
+async def _status(
+    hub: Hub, token: str, job: dict[str, Any], state: str, epoch: int = 1
+) -> dict[str, Any]:
+    status, ack = await hub.call(
+        "POST",
+        "/v1/agent/status",
+        token,
+        json={"updates": [{"job": job["id"], "epoch": epoch, "state": state}]},
+    )
+    assert status == 200
+    return dict(ack)
+
+
+async def test_a_gang_is_placed_dispatched_run_and_released(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1"), _node("n2")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("train", replicas=2, count=8))
+    loop = await _loop(hub)
+    report = await loop.cycle()
+    assert report.written.placed == 1
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert (job["state"], job["cluster"], job["epoch"]) == ("Placed", "east", 1)
+
+    status, batch = await hub.call("GET", "/v1/agent/assignments", agent, params={"after": "0"})
+    assert status == 200 and len(batch["items"]) == 1
+    item = batch["items"][0]
+    assert (
+        item["state"] == "Active" and item["epoch"] == 1 and item["flavors"] == {"trainer": FLAVOR}
+    )
+    assert sorted(h["node"] for h in item["hints"]) == ["n1", "n2"]
+
+    assert await _status(hub, agent, job, "Applied") == {"applied": 1, "duplicate": 0, "stale": 0}
+    assert await _status(hub, agent, job, "Applied") == {"applied": 0, "duplicate": 1, "stale": 0}
+    assert await _status(hub, agent, job, "Running") == {"applied": 1, "duplicate": 0, "stale": 0}
+    assert await _status(hub, agent, job, "Succeeded", epoch=7) == {
+        "applied": 0,
+        "duplicate": 0,
+        "stale": 1,
+    }
+    assert await _status(hub, agent, job, "Succeeded") == {"applied": 1, "duplicate": 0, "stale": 0}
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert job["state"] == "Succeeded"
+    _, later = await hub.call(
+        "GET", "/v1/agent/assignments", agent, params={"after": str(batch["revision"])}
+    )
+    assert [i["state"] for i in later["items"]] == ["Released"]
+    _, events = await hub.call("GET", f"/v1/jobs/{job['id']}/events", user)
+    assert [e["reason"] for e in events["items"]] == [
+        "Submitted",
+        "Placed",
+        "Applied",
+        "Running",
+        "Succeeded",
+    ]
+
+
+async def test_a_waiting_job_is_explained_per_cluster_and_an_impossible_one_rejected(
+    hub: Hub,
+) -> None:
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("n1", used=6)])
+    await _agent(hub, "west", [_node("w1", used=4)])
+    _, waits = await hub.call("POST", "/v1/jobs", user, json=_job("waits", replicas=1, count=8))
+    _, never = await hub.call("POST", "/v1/jobs", user, json=_job("never", replicas=1, count=32))
+    loop = await _loop(hub)
+    await loop.cycle()
+    _, why = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
+    assert why["state"] == "Queued"
+    assert {c["cluster"] for c in why["clusters"]} == {"east", "west"}
+    assert all(c["code"] == "unschedulable" and c["reason"] for c in why["clusters"])
+    _, never = await hub.call("GET", f"/v1/jobs/{never['id']}", user)
+    assert never["state"] == "Failed" and never["reason"] == "Unschedulable"
+
+
+async def test_high_priority_preempts_and_the_victim_is_requeued_and_rerun(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1")])
+    _, low = await hub.call(
+        "POST", "/v1/jobs", user, json=_job("low", replicas=1, count=8, priority="low")
+    )
+    loop = await _loop(hub)
+    await loop.cycle()
+    await _status(hub, agent, low, "Running")
+    # the cluster now reports the devices as used by the low job's pod
+    full = _node("n1", used=8)
+    await hub.call(
+        "POST", "/v1/agent/inventory", agent, json={"generation": 2, "full": True, "nodes": [full]}
+    )
+
+    _, high = await hub.call(
+        "POST", "/v1/jobs", user, json=_job("high", replicas=1, count=8, priority="critical")
+    )
+    report = await loop.cycle()
+    assert report.written.preempted == 1
+    _, low = await hub.call("GET", f"/v1/jobs/{low['id']}", user)
+    assert low["state"] == "Preempting"
+    _, batch = await hub.call("GET", "/v1/agent/assignments", agent, params={"after": "0"})
+    assert [(i["name"], i["state"]) for i in batch["items"]] == [("low", "Released")]
+
+    # the agent deletes the victim's pods and reports it; the cluster frees the devices
+    await _status(hub, agent, low, "Evicted")
+    await hub.call(
+        "POST",
+        "/v1/agent/inventory",
+        agent,
+        json={"generation": 3, "full": False, "nodes": [_node("n1")]},
+    )
+    _, low = await hub.call("GET", f"/v1/jobs/{low['id']}", user)
+    assert (low["state"], low["cluster"]) == ("Queued", None)
+    await loop.cycle()
+    _, high = await hub.call("GET", f"/v1/jobs/{high['id']}", user)
+    assert (high["state"], high["cluster"]) == ("Placed", "east")
+    _, events = await hub.call("GET", f"/v1/jobs/{low['id']}/events", user)
+    preempted = [e for e in events["items"] if e["reason"] == "Preempted"]
+    assert preempted and preempted[0]["data"]["preemptor"] == high["id"]
+
+    # the high job finishes; the victim runs again, with a new epoch
+    await _status(hub, agent, high, "Running")
+    await _status(hub, agent, high, "Succeeded")
+    await loop.cycle()
+    _, low = await hub.call("GET", f"/v1/jobs/{low['id']}", user)
+    assert (low["state"], low["epoch"]) == ("Placed", 2)
+
+
+async def test_inventory_gap_asks_for_a_full_resync(hub: Hub) -> None:
+    agent = await _agent(hub, "east", [_node("n1")])
+    status, ack = await hub.call(
+        "POST", "/v1/agent/inventory", agent, json={"generation": 5, "full": False, "nodes": []}
+    )
+    assert status == 200 and ack == {"generation": 1, "resync": True}
+    _, cluster = await hub.call("GET", "/v1/clusters/east")
+    assert cluster["nodes"] == 1 and cluster["flavors"][0]["total"] == 8
+    await hub.call(
+        "POST",
+        "/v1/agent/inventory",
+        agent,
+        json={"generation": 2, "full": False, "removed": ["n1"], "nodes": [_node("n2", 16)]},
+    )
+    _, cluster = await hub.call("GET", "/v1/clusters/east")
+    assert cluster["nodes"] == 1 and cluster["flavors"][0]["total"] == 16
+
+
+async def test_a_lost_cluster_requeues_its_jobs(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("train", replicas=1, count=4))
+    loop = await _loop(hub)
+    await loop.cycle()
+    await _status(hub, agent, job, "Running")
+    async with hub.db.transaction() as conn:
+        await conn.exec_driver_sql(
+            "UPDATE clusters SET last_heartbeat = now() - interval '10 minutes'"
+        )
+    changes = await loop.check_health()  # silent for 10 minutes: NotReady, then Offline at once
+    assert [c for c in changes if "job" not in c] == ["east NotReady", "east Offline"]
+    assert any("ClusterLost" in c for c in changes)
+    assert await loop.check_health() == []
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert job["state"] == "Queued"
+    # the old epoch's reports are now stale
+    assert await _status(hub, agent, job, "Succeeded") == {"applied": 0, "duplicate": 0, "stale": 1}
+
+
+async def test_a_silent_cluster_is_not_ready_until_its_agent_calls_again(hub: Hub) -> None:
+    agent = await _agent(hub, "east", [_node("n1")])
+    loop = await _loop(hub)
+    async with hub.db.transaction() as conn:
+        await conn.exec_driver_sql("UPDATE clusters SET last_heartbeat = now() - interval '30 seconds'")
+    assert await loop.check_health() == ["east NotReady"]
+    _, cluster = await hub.call("GET", "/v1/clusters/east")
+    assert cluster["state"] == "NotReady"
+    await hub.call("GET", "/v1/agent/assignments", agent)
+    _, cluster = await hub.call("GET", "/v1/clusters/east")
+    assert cluster["state"] == "Ready"
