@@ -1,0 +1,1 @@
+"""The agent installed in each member cluster: inventory up, work down, status up."""

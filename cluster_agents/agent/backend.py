@@ -1,0 +1,104 @@
+"""The interface between the agent and a cluster, and the neutral types that cross it.
+
+Everything above this interface (registration, inventory sync, assignments, fencing, status)
+is the same code for real and simulated clusters; a backend only lists and watches nodes and
+pods and creates or deletes pods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from federation.wire.agent import NodeInfo
+
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """A pod toleration (`operator` Exists when `value` is empty)."""
+
+    key: str
+    effect: str = "NoSchedule"
+    value: str = ""
+
+
+@dataclass(frozen=True)
+class PodSpec:
+    """A pod the agent wants in the cluster (rendered from an assignment)."""
+
+    name: str
+    namespace: str
+    job: str  # job id
+    epoch: int
+    task: str
+    replica: int
+    image: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    requests: Mapping[str, str]  # resource name -> quantity (limits equal requests)
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    priority: int = 0
+    priority_class: str = ""
+    scheduler_name: str = ""
+
+
+@dataclass(frozen=True)
+class PodStatus:
+    """A Suanpan pod as the cluster sees it."""
+
+    name: str
+    job: str
+    epoch: int
+    task: str
+    replica: int
+    phase: PodPhase
+    node: str = ""
+    reason: str = ""  # e.g. OOMKilled, ErrImagePull, Unschedulable, NodeLost
+    message: str = ""
+    deleting: bool = False
+    created_at: float = 0.0  # seconds (backend clock)
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster says about itself."""
+
+    kubernetes_version: str
+
+
+class ClusterBackend(Protocol):
+    """A member cluster as the agent sees it."""
+
+    changed: asyncio.Event  # set whenever nodes or Suanpan pods changed
+
+    async def start(self) -> None:
+        """Connect, list and start watching; return once the first full view is loaded."""
+
+    async def stop(self) -> None:
+        """Stop watching and release connections."""
+
+    async def facts(self) -> ClusterFacts:
+        """Version and identity of the cluster."""
+
+    def nodes(self) -> list[NodeInfo]:
+        """Current inventory: every node with allocatable, used (all pods) and devices."""
+
+    def pods(self) -> list[PodStatus]:
+        """Every pod Suanpan created that still exists."""
+
+    async def create_pods(self, pods: list[PodSpec]) -> None:
+        """Create the pods that do not exist yet (by name); existing ones are left alone."""
+
+    async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
+        """Delete pods by name (already gone is fine)."""
+
+    def now(self) -> float:
+        """The backend's clock in seconds (simulated backends may run faster than real time)."""
