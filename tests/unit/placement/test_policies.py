@@ -1,0 +1,98 @@
+"""Each policy on pools small enough to work out by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from federation.scheduling.placement import (
+    POLICY_NAMES,
+    NodeScores,
+    TargetWorkload,
+    TaskType,
+    make_policy,
+    normalized,
+    select,
+)
+from tests.unit.placement.builders import cpu_only, gpu_node, gpus, pool_of
+
+# Half the tasks want 0.5 GPU, half one whole GPU.
+WORKLOAD = TargetWorkload((TaskType(1000, 500, 1), TaskType(1000, 1000, 1)), (0.5, 0.5))
+
+
+def choose(policy: str, pool_nodes: list, req) -> tuple[int | None, tuple[int, ...]]:  # type: ignore[type-arg, no-untyped-def]
+    pool = pool_of(*pool_nodes)
+    scores = (
+        make_policy(policy, WORKLOAD)
+        .bind(pool, np.random.default_rng(0))
+        .score(req, pool.feasible(req))
+    )
+    i = select(scores)
+    return i, (() if i is None else scores.devices_for(pool, i, req))
+
+
+def test_select_takes_the_earliest_best_and_none_when_nothing_fits() -> None:
+    assert select(NodeScores(np.array([1.0, 3.0, 3.0]))) == 1
+    assert select(NodeScores(np.array([-np.inf, -np.inf]))) is None
+    assert normalized(NodeScores(np.array([10.0, 20.0, -np.inf]))).tolist() == [0.0, 100.0, 0.0]
+
+
+@pytest.mark.parametrize("policy", POLICY_NAMES)
+def test_every_policy_places_only_where_the_pod_fits(policy: str) -> None:
+    nodes = [
+        gpu_node("full", (1000, 1000)),
+        gpu_node("half", (500, 1000)),
+        gpu_node("free", (0, 0)),
+    ]
+    i, devs = choose(policy, nodes, gpus(milli=400))
+    assert i in (1, 2)
+    assert devs in ((0,), (1,)) if i == 2 else devs == (0,)
+    assert choose(policy, nodes, gpus(count=4))[0] is None
+
+
+@pytest.mark.parametrize("policy", ["packing", "bestfit", "clustering", "fgd", "suanpan"])
+def test_packing_like_policies_fill_the_partly_used_gpu(policy: str) -> None:
+    nodes = [gpu_node("free", (0, 0)), gpu_node("half", (500, 0))]
+    assert choose(policy, nodes, gpus(milli=500)) == (1, (0,))
+
+
+def test_dotprod_prefers_the_node_whose_free_capacity_aligns_least() -> None:
+    nodes = [gpu_node("big", (0, 0, 0, 0), cpu=64_000), gpu_node("small", (0, 0), cpu=8000)]
+    assert choose("dotprod", nodes, gpus())[0] == 1
+
+
+def test_fgd_fills_a_fragment_rather_than_breaking_a_whole_gpu() -> None:
+    # 0.7 free is already a fragment to whole-GPU tasks: filling it with a 0.5 share lowers
+    # fragmentation (350 -> 200), while breaking the free GPU raises it (0 -> 250).
+    nodes = [gpu_node("free", (0,)), gpu_node("seventy", (300,))]
+    assert choose("fgd", nodes, gpus(milli=500))[0] == 1
+    assert choose("suanpan", nodes, gpus(milli=500))[0] == 1
+
+
+def test_fgd_scores_are_kube_scheduler_integers_and_suanpan_breaks_their_ties() -> None:
+    nodes = [gpu_node("a", (0, 0)), gpu_node("b", (0, 0, 0, 0))]
+    pool = pool_of(*nodes)
+    req = cpu_only()
+    fgd = (
+        make_policy("fgd", WORKLOAD)
+        .bind(pool, np.random.default_rng(0))
+        .score(req, pool.feasible(req))
+    )
+    assert fgd.values.tolist() == [50.0, 50.0]
+    mine = (
+        make_policy("suanpan", WORKLOAD)
+        .bind(pool, np.random.default_rng(0))
+        .score(req, pool.feasible(req))
+    )
+    assert mine.values[0] != mine.values[1]
+
+
+def test_random_is_seeded() -> None:
+    nodes = [gpu_node(f"n{k}", (0,)) for k in range(20)]
+    picks = {choose("random", nodes, gpus())[0] for _ in range(3)}
+    assert len(picks) == 1
+
+
+def test_unknown_policy_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="unknown placement policy 'nope'"):
+        make_policy("nope", WORKLOAD)
