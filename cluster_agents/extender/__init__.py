@@ -1,0 +1,42 @@
+"""The cluster-level scheduler extender: kube-scheduler calls it to filter and score nodes and to
+bind pods to exact devices (DESIGN.md, level 2)."""
+
+from cluster_agents.extender.binder import APIError, Binder, BindOutcome, PodAPI
+from cluster_agents.extender.cache import Cache, Occupancy, Placed, Reservation
+from cluster_agents.extender.config import managed_resources, render, scheduler_config
+from cluster_agents.extender.decide import FilterOutcome, choose, filter_nodes
+from cluster_agents.extender.demand import Demand, DemandError, PodInfo, pod_demand, pod_info
+from cluster_agents.extender.metrics import Metrics
+from cluster_agents.extender.nodes import NodeInfo, node_info
+from cluster_agents.extender.scoring import POLICIES, Prioritizer
+from cluster_agents.extender.server import make_app
+from cluster_agents.extender.service import Extender
+
+__all__ = [
+    "POLICIES",
+    "APIError",
+    "BindOutcome",
+    "Binder",
+    "Cache",
+    "Demand",
+    "DemandError",
+    "Extender",
+    "FilterOutcome",
+    "Metrics",
+    "NodeInfo",
+    "Occupancy",
+    "Placed",
+    "PodAPI",
+    "PodInfo",
+    "Prioritizer",
+    "Reservation",
+    "choose",
+    "filter_nodes",
+    "make_app",
+    "managed_resources",
+    "node_info",
+    "pod_demand",
+    "pod_info",
+    "render",
+    "scheduler_config",
+]

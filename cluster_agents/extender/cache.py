@@ -1,0 +1,251 @@
+"""The extender's picture of the cluster: nodes, pods and in-flight reservations.
+
+Fed by list+watch (`cluster_agents.extender.watch`); no I/O here. A node's device occupancy
+is rebuilt from what holds devices on it, in this order:
+
+1. bound, running pods with a `DEVICES` annotation: exactly those devices (with their
+   `DEVICE_REQUEST`, so shares count as shares);
+2. reservations of binds in flight (devices chosen, pod not yet seen bound);
+3. bound pods without a usable annotation (bound by someone else, or two pods claiming one
+   device): conservatively whole devices, as many as they request, where `devices.fit`
+   would put them.
+
+Every change to a node or to what holds devices on it bumps the node's generation; the
+occupancy and fit results are memoized per generation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cluster_agents.extender.demand import Demand, PodInfo, pod_info
+from cluster_agents.extender.nodes import NodeInfo, empty_devices, node_info
+from federation.catalog import Catalog
+from federation.scheduling import devices
+from federation.scheduling.devices import DeviceRequest, Fit, FitCode, NodeDevices
+from federation.scheduling.placement import PodRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """What one pod (or reservation) takes on a node: its request and the devices it holds."""
+
+    request: PodRequest
+    devices: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """A node's devices of one model in use, and everything placed on the node."""
+
+    devices: NodeDevices
+    placed: tuple[Placed, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Devices a bind in flight has chosen for a pod, held until the pod is seen bound."""
+
+    node: str
+    model: str
+    request: DeviceRequest
+    devices: tuple[int, ...]
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+
+def _placement(model: str, request: DeviceRequest | None, cpu: int, memory: int) -> PodRequest:
+    return PodRequest(cpu, memory, request, frozenset({model}) if request else frozenset())
+
+
+class Cache:
+    """Nodes, pods and reservations, with per-node generations and memoized fits."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self.catalog = catalog
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodInfo] = {}
+        self.layout = 0  # grows when the node set or a node's inventory changes
+        self.nodes_synced = False
+        self.pods_synced = False
+        self._on_node: dict[str, dict[str, PodInfo]] = {}
+        self._reserved: dict[str, Reservation] = {}
+        self._generation: dict[str, int] = {}
+        self._occupancy: dict[tuple[str, str], tuple[int, Occupancy]] = {}
+        self._fits: dict[str, tuple[int, dict[tuple[str, DeviceRequest], Fit]]] = {}
+
+    # --- inputs ------------------------------------------------------------------------------
+
+    def set_node(self, obj: Mapping[str, Any]) -> None:
+        """Add or update a node from its JSON."""
+        info = node_info(self.catalog, obj)
+        if self.nodes.get(info.name) != info:
+            self.nodes[info.name] = info
+            self.layout += 1
+            self._touch(info.name)
+
+    def remove_node(self, name: str) -> None:
+        """Forget a deleted node."""
+        if self.nodes.pop(name, None) is not None:
+            self.layout += 1
+            self._touch(name)
+            self._fits.pop(name, None)
+            for key in [k for k in self._occupancy if k[0] == name]:
+                del self._occupancy[key]
+
+    def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """Make the node set exactly `objs` (after a list)."""
+        seen = set()
+        for obj in objs:
+            self.set_node(obj)
+            seen.add((obj.get("metadata") or {}).get("name", ""))
+        for name in set(self.nodes) - seen:
+            self.remove_node(name)
+        self.nodes_synced = True
+
+    def set_pod(self, obj: Mapping[str, Any]) -> None:
+        """Add or update a pod from its JSON."""
+        info = pod_info(self.catalog, obj)
+        old = self.pods.get(info.uid)
+        if old == info:
+            return
+        self._unindex(old)
+        self.pods[info.uid] = info
+        if info.node:
+            self._on_node.setdefault(info.node, {})[info.uid] = info
+            self._touch(info.node)
+            self.release(info.uid)  # now counted through the pod itself
+
+    def remove_pod(self, uid: str) -> None:
+        """Forget a deleted pod (and any reservation for it)."""
+        self._unindex(self.pods.pop(uid, None))
+        self.release(uid)
+
+    def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
+        """Make the pod set exactly `objs` (after a list)."""
+        seen = set()
+        for obj in objs:
+            self.set_pod(obj)
+            seen.add((obj.get("metadata") or {}).get("uid", ""))
+        for uid in set(self.pods) - seen:
+            self.remove_pod(uid)
+        self.pods_synced = True
+
+    def reserve(self, uid: str, reservation: Reservation) -> None:
+        """Hold devices for a bind in flight (replacing an older reservation of the pod)."""
+        self.release(uid)
+        self._reserved[uid] = reservation
+        self._touch(reservation.node)
+
+    def release(self, uid: str) -> None:
+        """Drop the pod's reservation, if any."""
+        reservation = self._reserved.pop(uid, None)
+        if reservation is not None:
+            self._touch(reservation.node)
+
+    @property
+    def reservations(self) -> int:
+        """Number of binds in flight."""
+        return len(self._reserved)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def generation(self, node: str) -> int:
+        """Grows whenever the node, its pods or its reservations change."""
+        return self._generation.get(node, 0)
+
+    def occupancy(self, node: str, model: str) -> Occupancy:
+        """The node's devices of `model` with everything holding them placed (see module doc)."""
+        gen = self.generation(node)
+        memo = self._occupancy.get((node, model))
+        if memo is not None and memo[0] == gen:
+            return memo[1]
+        resolved = self.nodes[node].model(model)
+        if resolved is None:
+            raise KeyError(f"node {node} has no {model} devices")
+        occupancy = self._build(node, model, empty_devices(resolved))
+        self._occupancy[(node, model)] = (gen, occupancy)
+        return occupancy
+
+    def fit(self, node: str, demand: Demand) -> Fit:
+        """`devices.fit` of the demand on the node now (memoized per node generation).
+
+        Unknown nodes are INSUFFICIENT (the watch may catch up), nodes without the model
+        UNRESOLVABLE.
+        """
+        info = self.nodes.get(node)
+        if info is None:
+            return Fit(FitCode.INSUFFICIENT, "node not in the extender's cache yet")
+        resolved = info.resolve(demand.target)
+        if resolved is None:
+            return Fit(FitCode.UNRESOLVABLE, "no such devices on the node")
+        gen = self.generation(node)
+        memo = self._fits.get(node)
+        if memo is None or memo[0] != gen:
+            memo = (gen, {})
+            self._fits[node] = memo
+        key = (resolved.model.key, demand.request)
+        decision = memo[1].get(key)
+        if decision is None:
+            decision = devices.fit(self.occupancy(node, key[0]).devices, demand.request)
+            memo[1][key] = decision
+        return decision
+
+    def demands(self) -> Iterable[Demand]:
+        """Device demands of the active pods (the observed workload)."""
+        return (p.demand for p in self.pods.values() if p.active and p.demand is not None)
+
+    # --- internals ---------------------------------------------------------------------------
+
+    def _touch(self, node: str) -> None:
+        self._generation[node] = self.generation(node) + 1
+
+    def _unindex(self, pod: PodInfo | None) -> None:
+        if pod is not None and pod.node:
+            self._on_node.get(pod.node, {}).pop(pod.uid, None)
+            self._touch(pod.node)
+
+    def _build(self, node: str, model: str, nd: NodeDevices) -> Occupancy:
+        info = self.nodes[node]
+        placed: list[Placed] = []
+        exact: list[tuple[PodRequest, tuple[int, ...]]] = []
+        unknown: list[PodRequest] = []
+        for pod in self._on_node.get(node, {}).values():
+            if not pod.active:
+                continue
+            resolved = info.resolve(pod.demand.target) if pod.demand else None
+            if pod.demand is None or resolved is None or resolved.model.key != model:
+                placed.append(Placed(_placement(model, None, pod.cpu_milli, pod.memory_mib)))
+                continue
+            req = _placement(model, pod.demand.request, pod.cpu_milli, pod.memory_mib)
+            if pod.devices is not None and len(pod.devices) == pod.demand.request.count:
+                exact.append((req, pod.devices))
+            else:
+                unknown.append(req)
+        for r in self._reserved.values():
+            if r.node == node and r.model == model:
+                exact.append((_placement(model, r.request, r.cpu_milli, r.memory_mib), r.devices))
+        for req, held in exact:
+            assert req.device is not None
+            try:
+                nd = devices.allocate(nd, req.device, held)
+            except devices.DeviceConflict:
+                unknown.append(req)
+                continue
+            placed.append(Placed(req, held))
+        for req in unknown:
+            assert req.device is not None
+            whole = DeviceRequest(req.device.count)
+            decision = devices.fit(nd, whole)
+            held = (
+                decision.devices or tuple(i for i in range(nd.size) if nd.is_free(i))[: whole.count]
+            )
+            if held:
+                whole = DeviceRequest(len(held))
+                nd = devices.allocate(nd, whole, held)
+                placed.append(
+                    Placed(PodRequest(req.cpu_milli, req.memory_mib, whole, req.models), held)
+                )
+        return Occupancy(nd, tuple(placed))

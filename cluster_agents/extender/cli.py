@@ -1,0 +1,115 @@
+"""`suanpan-extender`: the kube-scheduler extender of one member cluster.
+
+Serves filter / prioritize / bind on `--listen` and keeps a node and pod cache with list+watch
+(credentials from `--kubeconfig`, else in-cluster). `--print-scheduler-config` prints the
+KubeSchedulerConfiguration for the catalog instead and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from cluster_agents.extender.cache import Cache
+from cluster_agents.extender.config import DEFAULT_URL, render, scheduler_config
+from cluster_agents.extender.kube import KubePods, Source, reflect
+from cluster_agents.extender.scoring import POLICIES
+from cluster_agents.extender.server import make_app
+from cluster_agents.extender.service import Extender
+from federation.catalog import Catalog, load_catalog
+
+log = logging.getLogger("suanpan.extender")
+
+
+def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="suanpan-extender", description=__doc__)
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster credentials)")
+    parser.add_argument("--listen", default="127.0.0.1:8888", help="HOST:PORT to serve on")
+    parser.add_argument("--policy", choices=POLICIES, default="suanpan", help="node scoring")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--print-scheduler-config",
+        action="store_true",
+        help="print the KubeSchedulerConfiguration for the catalog and exit",
+    )
+    parser.add_argument("--url", default=DEFAULT_URL, help="urlPrefix of the printed config")
+    return parser.parse_args(argv)
+
+
+async def _client(kubeconfig: str | None) -> Any:
+    from kubernetes_asyncio import client, config
+
+    if kubeconfig:
+        return await config.new_client_from_config(config_file=kubeconfig)
+    config.load_incluster_config()  # type: ignore[no-untyped-call]
+    return client.ApiClient()
+
+
+async def serve(
+    catalog: Catalog, kubeconfig: str | None, host: str, port: int, policy: str
+) -> None:
+    """Run the extender until SIGTERM or SIGINT."""
+    from kubernetes_asyncio import client
+
+    api = await _client(kubeconfig)
+    async with api:
+        core = client.CoreV1Api(api)
+        cache = Cache(catalog)
+        extender = Extender(cache, KubePods(core), policy)
+        relists = extender.metrics.relists
+        sources = [
+            Source(
+                "nodes",
+                core.list_node,
+                cache.replace_nodes,
+                cache.set_node,
+                lambda o: cache.remove_node(o["metadata"]["name"]),
+            ),
+            Source(
+                "pods",
+                core.list_pod_for_all_namespaces,
+                cache.replace_pods,
+                cache.set_pod,
+                lambda o: cache.remove_pod(o["metadata"]["uid"]),
+            ),
+        ]
+        tasks = [
+            asyncio.create_task(reflect(s, lambda r: relists.labels(r).inc())) for s in sources
+        ]
+        runner = web.AppRunner(make_app(extender), access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        log.info("suanpan-extender on %s:%d, policy %s", host, port, policy)
+        stop = asyncio.Event()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(signum, stop.set)
+        await stop.wait()
+        await runner.cleanup()
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `suanpan-extender` console script."""
+    args = _arguments(argv)
+    catalog = load_catalog()
+    if args.print_scheduler_config:
+        sys.stdout.write(render(scheduler_config(catalog, url=args.url)))
+        return 0
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(message)s")
+    host, _, port = args.listen.rpartition(":")
+    if not host or not port.isdigit():
+        print(f"suanpan-extender: --listen needs HOST:PORT, got {args.listen!r}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(catalog, args.kubeconfig, host, int(port), args.policy))
+    return 0

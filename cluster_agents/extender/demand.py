@@ -1,0 +1,175 @@
+"""What a pod asks of the extender, read from its annotations or its resource requests.
+
+A pod the agent created carries `FLAVOR` (a catalog model key) and `DEVICE_REQUEST`
+(`{"count", "milli", "memoryMib"}`); any other pod that requests a managed resource is taken
+from its requests as whole devices. Pure functions over the pod's JSON (camelCase, as the
+apiserver and kube-scheduler send it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cluster_agents.extender.nodes import MIB
+from federation.catalog import Catalog, parse_quantity, pod_device_usage
+from federation.scheduling.devices import WHOLE, DeviceRequest
+from federation.wire import annotations as wire
+
+
+class DemandError(ValueError):
+    """The pod's annotations or requests cannot be turned into one device request."""
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """One replica's device request on one node, with the CPU and memory it asks for.
+
+    `target` is a catalog model key ("huawei/Ascend910B3"), or a resource name that several
+    models share ("nvidia.com/gpu"); the node's labels then say which model it is there.
+    """
+
+    target: str
+    request: DeviceRequest
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """The facts about one pod that device occupancy and binding need."""
+
+    uid: str
+    namespace: str
+    name: str
+    node: str  # spec.nodeName, "" while unbound
+    active: bool  # False once Succeeded or Failed
+    demand: Demand | None  # None: no accelerator of ours
+    devices: tuple[int, ...] | None  # the DEVICES annotation, None if absent or malformed
+    cpu_milli: int = 0
+    memory_mib: int = 0
+
+
+def parse_device_request(text: str) -> DeviceRequest:
+    """Decode the `DEVICE_REQUEST` annotation; raise DemandError when malformed."""
+    try:
+        raw = json.loads(text)
+    except ValueError as exc:
+        raise DemandError(f"{wire.DEVICE_REQUEST}: not JSON: {text!r}") from exc
+    if not isinstance(raw, dict) or set(raw) - {"count", "milli", "memoryMib"}:
+        raise DemandError(f"{wire.DEVICE_REQUEST}: expected {{count, milli, memoryMib}}: {text!r}")
+    values = {k: raw.get(k, d) for k, d in (("count", 1), ("milli", WHOLE), ("memoryMib", 0))}
+    if any(type(v) is not int for v in values.values()):
+        raise DemandError(f"{wire.DEVICE_REQUEST}: values must be integers: {text!r}")
+    try:
+        return DeviceRequest(values["count"], values["milli"], values["memoryMib"])
+    except ValueError as exc:
+        raise DemandError(f"{wire.DEVICE_REQUEST}: {exc}") from exc
+
+
+def parse_devices(text: str) -> tuple[int, ...]:
+    """Decode the `DEVICES` annotation ("0,1,2,3"); raise ValueError when malformed."""
+    devices = tuple(int(part) for part in text.split(","))
+    if any(i < 0 for i in devices) or len(set(devices)) != len(devices):
+        raise ValueError(f"{wire.DEVICES}: {text!r} is not a list of distinct indices")
+    return devices
+
+
+def format_devices(devices: Sequence[int]) -> str:
+    """Encode device indices for the `DEVICES` annotation."""
+    return ",".join(str(i) for i in devices)
+
+
+def _requests(container: Mapping[str, Any]) -> dict[str, str]:
+    """A container's effective requests: limits, overridden by explicit requests."""
+    resources = container.get("resources") or {}
+    return {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+
+
+def _containers(pod: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    spec = pod.get("spec") or {}
+    return (
+        [_requests(c) for c in spec.get("containers") or ()],
+        [_requests(c) for c in spec.get("initContainers") or ()],
+    )
+
+
+def _cpu_memory(containers: list[dict[str, str]], init: list[dict[str, str]]) -> tuple[int, int]:
+    """Effective CPU (milli) and memory (MiB) requests: the app sum or the largest init."""
+
+    def total(name: str, scale: int) -> int:
+        def one(requests: Mapping[str, str]) -> int:
+            return int(parse_quantity(requests[name]) * scale) if name in requests else 0
+
+        return max(sum(one(c) for c in containers), max((one(c) for c in init), default=0))
+
+    return total("cpu", 1000), total("memory", 1) // MIB
+
+
+def pod_demand(
+    catalog: Catalog, pod: Mapping[str, Any], *, annotated: bool = True
+) -> Demand | None:
+    """The pod's device demand, or None when it asks for no accelerator.
+
+    With `annotated`, `FLAVOR` / `DEVICE_REQUEST` win over the resource requests.
+    Raises DemandError for malformed annotations or quantities, an unknown flavor, or devices
+    of several kinds.
+    """
+    containers, init = _containers(pod)
+    try:
+        cpu, memory = _cpu_memory(containers, init)
+        usage = {k: n for k, n in pod_device_usage(catalog, containers, init).items() if n}
+    except ValueError as exc:
+        raise DemandError(f"bad resource quantity: {exc}") from exc
+    notes = ((pod.get("metadata") or {}).get("annotations") or {}) if annotated else {}
+    flavor, request = notes.get(wire.FLAVOR), notes.get(wire.DEVICE_REQUEST)
+    if flavor:
+        model = catalog.get(flavor)
+        if model is None:
+            raise DemandError(f"{wire.FLAVOR}: {flavor!r} is not in the accelerator catalog")
+        usage = {model.key: sum(usage.values()) or 1}
+    if not usage:
+        return None
+    if len(usage) > 1:
+        raise DemandError(f"asks for devices of several kinds: {', '.join(sorted(usage))}")
+    ((target, count),) = usage.items()
+    device = parse_device_request(request) if request else DeviceRequest(count)
+    return Demand(target, device, cpu, memory)
+
+
+def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
+    """The occupancy-relevant view of a pod.
+
+    A malformed annotation falls back to the resource requests, so that a bound pod still
+    counts (conservatively) against its node.
+    """
+    meta = pod.get("metadata") or {}
+    try:
+        demand = pod_demand(catalog, pod)
+    except DemandError:
+        try:
+            demand = pod_demand(catalog, pod, annotated=False)
+        except DemandError:
+            demand = None
+    try:
+        cpu, memory = _cpu_memory(*_containers(pod))
+    except ValueError:
+        cpu, memory = 0, 0
+    try:
+        raw = (meta.get("annotations") or {}).get(wire.DEVICES)
+        devices = parse_devices(raw) if raw else None
+    except ValueError:
+        devices = None
+    return PodInfo(
+        uid=meta.get("uid", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        active=(pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"),
+        demand=demand,
+        devices=devices,
+        cpu_milli=cpu,
+        memory_mib=memory,
+    )

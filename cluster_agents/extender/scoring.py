@@ -1,0 +1,195 @@
+"""Prioritize: score nodes 0-10 with a placement policy over a pool mirrored from the cache.
+
+The pool (`federation.scheduling.placement.Pool`, one row per node and model) lives as long as
+the node layout does; a row is re-synced only when its node's generation changed, by removing
+what was placed there and placing the cache's current occupancy (`Pool.place` goes through
+`devices.allocate`, so the pool never drifts from the device model). Policies keep their
+per-node caches between calls, which keeps a call at 1,000 nodes to about a millisecond.
+
+FGD and Suanpan measure fragmentation against the observed workload (the task types of the
+active pods, refreshed every `workload_ttl_s` or when a new type shows up).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from cluster_agents.extender.cache import Cache, Placed
+from cluster_agents.extender.demand import Demand
+from cluster_agents.extender.nodes import empty_devices
+from federation.catalog import Catalog
+from federation.scheduling.devices import Preference
+from federation.scheduling.placement import (
+    BestFitPolicy,
+    NodeScores,
+    PodRequest,
+    Policy,
+    Pool,
+    PoolNode,
+    Scorer,
+    TaskType,
+    make_policy,
+    normalized,
+    task_type,
+    typical_workload,
+)
+from federation.scheduling.placement.pool import BoolArray
+
+POLICIES = ("suanpan", "fgd", "binpack", "spread")
+MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority
+
+
+@dataclass
+class _SpreadScorer:
+    inner: Scorer
+
+    def score(self, req: PodRequest, feasible: BoolArray) -> NodeScores:
+        scores = self.inner.score(req, feasible)
+        return NodeScores(np.where(feasible, -scores.values, -np.inf), scores.share_device)
+
+
+class SpreadPolicy:
+    """The most free capacity left after placement (best fit, reversed)."""
+
+    name = "spread"
+
+    def bind(self, pool: Pool, rng: np.random.Generator) -> Scorer:
+        """A deterministic scorer."""
+        return _SpreadScorer(BestFitPolicy().bind(pool, rng))
+
+
+def policy(name: str, workload: Iterable[TaskType] = ()) -> Policy:
+    """The policy behind `--policy` (see POLICIES); `workload` feeds fgd and suanpan."""
+    if name == "binpack":
+        return BestFitPolicy()
+    if name == "spread":
+        return SpreadPolicy()
+    if name in ("fgd", "suanpan"):
+        return make_policy(name, typical_workload(workload))
+    raise ValueError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}")
+
+
+def preference(name: str) -> Preference:
+    """How `devices.fit` picks devices at bind under the policy `name`."""
+    return "spread" if name == "spread" else "pack"
+
+
+def accepted_models(catalog: Catalog, target: str) -> frozenset[str]:
+    """Model keys a demand's target may run on (one model, or all sharing a resource name)."""
+    model = catalog.get(target)
+    if model is not None:
+        return frozenset({model.key})
+    return frozenset(m.key for m in catalog.models.values() if target in m.resources)
+
+
+def pod_request(catalog: Catalog, demand: Demand) -> PodRequest:
+    """The placement request of a demand."""
+    models = accepted_models(catalog, demand.target)
+    return PodRequest(demand.cpu_milli, demand.memory_mib, demand.request, models)
+
+
+class Prioritizer:
+    """Scores nodes for a demand with one placement policy over a mirrored pool."""
+
+    def __init__(
+        self,
+        cache: Cache,
+        policy_name: str = "suanpan",
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        workload_ttl_s: float = 60.0,
+    ) -> None:
+        policy(policy_name)  # fail early on a bad name
+        self.cache = cache
+        self.policy_name = policy_name
+        self._clock = clock
+        self._ttl = workload_ttl_s
+        self._layout = -1
+        self._pool = Pool([])
+        self._rows: dict[tuple[str, str], int] = {}
+        self._synced: list[int] = []
+        self._placed: list[tuple[Placed, ...]] = []
+        self._scorer: Scorer | None = None
+        self._types: set[TaskType] = set()
+        self._scored_at = 0.0
+
+    def scores(self, demand: Demand, names: Iterable[str]) -> dict[str, int]:
+        """Score 0..10 per node name; 0 for nodes where the demand does not fit."""
+        self._ensure_pool()
+        result: dict[str, int] = {}
+        feasible = np.zeros(len(self._pool), dtype=np.bool_)
+        rows: list[tuple[str, int]] = []
+        for name in names:
+            result[name] = 0
+            info = self.cache.nodes.get(name)
+            resolved = info.resolve(demand.target) if info else None
+            row = self._rows.get((name, resolved.model.key)) if resolved else None
+            if row is None or not self.cache.fit(name, demand).ok:
+                continue
+            self._sync(row)
+            feasible[row] = True
+            rows.append((name, row))
+        if rows:
+            req = pod_request(self.cache.catalog, demand)
+            values = normalized(self._scorer_for(req).score(req, feasible))
+            for name, row in rows:
+                result[name] = round(float(values[row]) * MAX_PRIORITY / 100)
+        return result
+
+    def _ensure_pool(self) -> None:
+        if self._layout == self.cache.layout:
+            return
+        keys = [
+            (info.name, resolved)
+            for info in sorted(self.cache.nodes.values(), key=lambda n: n.name)
+            for resolved in info.devices
+        ]
+        self._pool = Pool(
+            [
+                PoolNode(
+                    name,
+                    self.cache.nodes[name].cpu_milli,
+                    self.cache.nodes[name].memory_mib,
+                    empty_devices(resolved),
+                )
+                for name, resolved in keys
+            ]
+        )
+        self._rows = {(name, r.model.key): i for i, (name, r) in enumerate(keys)}
+        self._synced = [-1] * len(keys)
+        self._placed = [()] * len(keys)
+        self._scorer = None
+        self._layout = self.cache.layout
+
+    def _sync(self, row: int) -> None:
+        name = self._pool.names[row]
+        generation = self.cache.generation(name)
+        if self._synced[row] == generation:
+            return
+        for placed in reversed(self._placed[row]):
+            self._pool.remove(row, placed.request, placed.devices)
+        model = self._pool.model_names[int(self._pool.model_id[row])]
+        current = self.cache.occupancy(name, model).placed
+        for placed in current:
+            self._pool.place(row, placed.request, placed.devices)
+        self._placed[row] = current
+        self._synced[row] = generation
+
+    def _scorer_for(self, req: PodRequest) -> Scorer:
+        wanted = task_type(req)
+        stale = self._clock() - self._scored_at > self._ttl or wanted not in self._types
+        if self._scorer is None or (self.policy_name in ("fgd", "suanpan") and stale):
+            catalog = self.cache.catalog
+            types = Counter(task_type(pod_request(catalog, d)) for d in self.cache.demands())
+            types[wanted] += 0 if types[wanted] else 1
+            self._types = set(types)
+            self._scorer = policy(self.policy_name, types.elements()).bind(
+                self._pool, np.random.default_rng(0)
+            )
+            self._scored_at = self._clock()
+        return self._scorer

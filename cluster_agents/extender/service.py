@@ -1,0 +1,94 @@
+"""The three extender verbs on one cache: decoded JSON in, JSON-ready values out.
+
+The HTTP layer (`server`) only moves bytes; the benchmark calls these methods directly.
+Errors are answered in the protocol's `Error` field, never as exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cluster_agents.extender.binder import Binder, PodAPI
+from cluster_agents.extender.cache import Cache
+from cluster_agents.extender.decide import filter_nodes
+from cluster_agents.extender.demand import DemandError, pod_demand
+from cluster_agents.extender.metrics import Metrics
+from cluster_agents.extender.scoring import Prioritizer, preference
+from cluster_agents.extender.wire import (
+    WireError,
+    binding_result,
+    filter_result,
+    parse_args,
+    parse_binding,
+    priority_list,
+)
+
+log = logging.getLogger(__name__)
+
+
+class Extender:
+    """filter / prioritize / bind over a cache kept current by list+watch."""
+
+    def __init__(
+        self, cache: Cache, api: PodAPI, policy: str = "suanpan", metrics: Metrics | None = None
+    ) -> None:
+        self.cache = cache
+        self.metrics = metrics or Metrics()
+        self.prioritizer = Prioritizer(cache, policy)
+        self.binder = Binder(cache, api, preference(policy))
+        self.metrics.gauge("suanpan_extender_cache_nodes", "Nodes cached", lambda: len(cache.nodes))
+        self.metrics.gauge("suanpan_extender_cache_pods", "Pods cached", lambda: len(cache.pods))
+        self.metrics.gauge(
+            "suanpan_extender_reservations", "Binds in flight", lambda: cache.reservations
+        )
+
+    @property
+    def ready(self) -> bool:
+        """Whether the first lists of nodes and pods arrived."""
+        return self.cache.nodes_synced and self.cache.pods_synced
+
+    def filter(self, body: Any) -> dict[str, Any]:
+        """ExtenderArgs -> ExtenderFilterResult."""
+        with self.metrics.call("filter"):
+            try:
+                args = parse_args(body)
+                demand = pod_demand(self.cache.catalog, args.pod)
+            except (WireError, DemandError) as exc:
+                return self._error("filter", filter_result(None, error=str(exc)))
+            if demand is None:
+                return filter_result(args, args.node_names)
+            if not self.ready:
+                return self._error("filter", filter_result(args, error="cache not synced yet"))
+            outcome = filter_nodes(self.cache, demand, args.node_names)
+            self.metrics.rejections.labels("insufficient").inc(len(outcome.failed))
+            self.metrics.rejections.labels("unresolvable").inc(len(outcome.unresolvable))
+            return filter_result(args, outcome.passed, outcome.failed, outcome.unresolvable)
+
+    def prioritize(self, body: Any) -> list[dict[str, Any]]:
+        """ExtenderArgs -> HostPriorityList (raises WireError / DemandError on bad input)."""
+        with self.metrics.call("prioritize"):
+            args = parse_args(body)
+            demand = pod_demand(self.cache.catalog, args.pod)
+            if demand is None:
+                return priority_list(dict.fromkeys(args.node_names, 0))
+            return priority_list(self.prioritizer.scores(demand, args.node_names))
+
+    async def bind(self, body: Any) -> dict[str, str]:
+        """ExtenderBindingArgs -> ExtenderBindingResult."""
+        with self.metrics.call("bind"):
+            try:
+                args = parse_binding(body)
+            except WireError as exc:
+                return self._error("bind", binding_result(str(exc)))
+            outcome = await self.binder.bind(args)
+            if outcome.conflict:
+                self.metrics.bind_conflicts.inc()
+            if outcome.error:
+                log.warning("bind %s/%s: %s", args.pod_namespace, args.pod_name, outcome.error)
+                return self._error("bind", binding_result(outcome.error))
+            return binding_result()
+
+    def _error(self, verb: str, result: dict[str, Any]) -> dict[str, Any]:
+        self.metrics.errors.labels(verb).inc()
+        return result
