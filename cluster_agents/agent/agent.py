@@ -1,0 +1,293 @@
+"""The agent: registers, keeps the hub's inventory in step, realizes assignments, reports status.
+
+Survives hub restarts and network cuts: every failure of a hub call ends the session, and the
+next session (after backoff with jitter) registers again, sends a full inventory, resumes
+assignments from the last revision and re-sends the current status of every placement. All
+three are idempotent on the hub. Pods of a placement the hub no longer holds, or of an older
+epoch, are deleted (fencing) — but only once the agent has caught up with the assignment
+stream, so a restarted agent never deletes work it has not heard about yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
+from cluster_agents.agent.hub_client import HubApi, HubUnavailable
+from cluster_agents.agent.render import RenderError, render
+from cluster_agents.agent.status import summarize
+from federation.catalog import Catalog
+from federation.wire.agent import (
+    Assignment,
+    InventoryReport,
+    NodeInfo,
+    Registration,
+    StatusReport,
+    StatusUpdate,
+)
+
+log = logging.getLogger(__name__)
+PAGE = 500  # the hub's assignment page size
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Identity of the cluster and the agent's pacing."""
+
+    cluster: str
+    namespace: str = "suanpan"
+    region: str = ""
+    zone: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    agent_version: str = "0.1.0"
+    poll_wait_s: float = 10.0
+    grace_seconds: int = 30
+    gang_timeout_s: float = 120.0
+    debounce_s: float = 0.1
+    backoff_max_s: float = 30.0
+
+
+class AgentMetrics:
+    """Prometheus metrics of one agent."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        self.resyncs = Counter(
+            "suanpan_agent_resyncs", "Full inventory resyncs sent to the hub", registry=registry
+        )
+        self.sessions = Counter("suanpan_agent_sessions", "Hub sessions started", registry=registry)
+        self.apply_seconds = Histogram(
+            "suanpan_agent_assignment_apply_seconds",
+            "Time from receiving an assignment to its pods being created",
+            registry=registry,
+        )
+
+
+class Agent:
+    """One member cluster's agent over a backend."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        backend: ClusterBackend,
+        catalog: Catalog,
+        hub: HubApi,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.config = config
+        self.backend = backend
+        self.catalog = catalog
+        self.hub = hub
+        self.metrics = AgentMetrics(registry)
+        self.revision = 0
+        self.active: dict[str, Assignment] = {}  # job -> its current Active assignment
+        self.released: dict[str, int] = {}  # job -> highest released epoch
+        self.caught_up = False  # the assignment stream has been read to its end once
+        self._reported: dict[tuple[str, int], str] = {}
+        self._sent: dict[str, NodeInfo] = {}
+        self._generation = 0
+        self._wake = asyncio.Event()
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Run sessions with the hub until `stop` is set."""
+        await self.backend.start()
+        backoff = 0.5
+        try:
+            while not stop.is_set():
+                try:
+                    await self._session(stop)
+                    backoff = 0.5
+                except HubUnavailable as exc:
+                    log.warning("hub unavailable: %s; retrying in %.1f s", exc, backoff)
+                    await _sleep(stop, backoff * random.uniform(0.5, 1.5))
+                    backoff = min(backoff * 2, self.config.backoff_max_s)
+        finally:
+            await self.hub.close()
+            await self.backend.stop()
+
+    async def _session(self, stop: asyncio.Event) -> None:
+        self.metrics.sessions.inc()
+        facts = await self.backend.facts()
+        reply = await self.hub.register(
+            Registration(
+                cluster=self.config.cluster,
+                region=self.config.region,
+                zone=self.config.zone,
+                labels=self.config.labels,
+                kubernetes_version=facts.kubernetes_version,
+                agent_version=self.config.agent_version,
+            )
+        )
+        self._generation = max(self._generation, reply.inventory_generation)
+        await self._send_full()
+        self._reported.clear()  # re-send every status: the hub may have missed some
+        tasks = [
+            asyncio.create_task(self._assignment_loop(stop)),
+            asyncio.create_task(self._cluster_loop(stop)),
+        ]
+        try:
+            done, _ = await asyncio.wait(
+                [*tasks, asyncio.create_task(stop.wait())], return_when=asyncio.FIRST_COMPLETED
+            )
+            for task in done:
+                if task in tasks and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- inventory -----------------------------------------------------------------------
+
+    async def _send_full(self) -> None:
+        nodes = self.backend.nodes()
+        self._generation += 1
+        ack = await self.hub.inventory(
+            InventoryReport(generation=self._generation, full=True, nodes=nodes)
+        )
+        self._generation = ack.generation
+        self._sent = {n.name: n for n in nodes}
+        self.metrics.resyncs.inc()
+
+    async def _send_delta(self) -> None:
+        current = {n.name: n for n in self.backend.nodes()}
+        changed = [n for name, n in current.items() if self._sent.get(name) != n]
+        removed = [name for name in self._sent if name not in current]
+        if not changed and not removed:
+            return
+        ack = await self.hub.inventory(
+            InventoryReport(
+                generation=self._generation + 1, full=False, nodes=changed, removed=removed
+            )
+        )
+        if ack.resync or ack.generation != self._generation + 1:
+            self._generation = max(self._generation, ack.generation)
+            await self._send_full()
+            return
+        self._generation = ack.generation
+        self._sent = current
+
+    # --- assignments ---------------------------------------------------------------------
+
+    def _take(self, item: Assignment) -> None:
+        job = str(item.job)
+        if item.state == "Active":
+            if item.epoch > self.released.get(job, 0) and (
+                job not in self.active or self.active[job].epoch <= item.epoch
+            ):
+                self.active[job] = item
+        else:
+            self.released[job] = max(self.released.get(job, 0), item.epoch)
+            if job in self.active and self.active[job].epoch <= item.epoch:
+                del self.active[job]
+
+    async def _assignment_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            wait = self.config.poll_wait_s if self.caught_up else 0.0
+            batch = await self.hub.assignments(self.revision, wait)
+            for item in batch.items:
+                self._take(item)
+            self.revision = batch.revision
+            if len(batch.items) < PAGE:
+                self.caught_up = True
+            if batch.items:
+                self._wake.set()
+
+    # --- cluster reconciliation and status ------------------------------------------------
+
+    async def _cluster_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.reconcile()
+            await self._send_delta()
+            await self._wait_for_change()
+
+    async def _wait_for_change(self) -> None:
+        changed = asyncio.create_task(self.backend.changed.wait())
+        woken = asyncio.create_task(self._wake.wait())
+        try:
+            await asyncio.wait([changed, woken], timeout=5.0, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            changed.cancel()
+            woken.cancel()
+        self.backend.changed.clear()
+        self._wake.clear()
+        await asyncio.sleep(self.config.debounce_s)
+
+    def _wanted(self) -> dict[str, PodSpec]:
+        wanted: dict[str, PodSpec] = {}
+        for assignment in self.active.values():
+            try:
+                for pod in render(assignment, self.catalog, self.config.namespace):
+                    wanted[pod.name] = pod
+            except RenderError as exc:
+                log.error("cannot render job %s: %s", assignment.job, exc)
+        return wanted
+
+    async def reconcile(self) -> None:
+        """Create missing pods, delete fenced ones, and report what changed."""
+        start = time.perf_counter()
+        wanted = self._wanted()
+        pods = self.backend.pods()
+        existing = {p.name for p in pods}
+        missing = [spec for name, spec in wanted.items() if name not in existing]
+        if missing:
+            await self.backend.create_pods(missing)
+            self.metrics.apply_seconds.observe(time.perf_counter() - start)
+        if self.caught_up:
+            fenced = [p.name for p in pods if p.name not in wanted and not p.deleting]
+            if fenced:
+                await self.backend.delete_pods(fenced, self.config.grace_seconds)
+        await self._report(self.backend.pods() if missing else pods)
+
+    async def _report(self, pods: list[PodStatus]) -> None:
+        by_placement: dict[tuple[str, int], list[PodStatus]] = defaultdict(list)
+        for pod in pods:
+            by_placement[(pod.job, pod.epoch)].append(pod)
+        updates = []
+        for job, assignment in self.active.items():
+            expected = sum(int(t.get("replicas", 1)) for t in assignment.tasks)
+            summary = summarize(
+                by_placement.get((job, assignment.epoch), []),
+                expected,
+                now=self.backend.now(),
+                gang_timeout_s=self.config.gang_timeout_s,
+            )
+            if summary.state:
+                updates.append(
+                    StatusUpdate(
+                        job=assignment.job,
+                        epoch=assignment.epoch,
+                        state=summary.state,
+                        reason=summary.reason,
+                        message=summary.message[:2048],
+                        running=summary.running,
+                        succeeded=summary.succeeded,
+                        failed=summary.failed,
+                    )
+                )
+        if self.caught_up:
+            for job, epoch in self.released.items():
+                if job not in self.active and not any(j == job for j, _ in by_placement):
+                    updates.append(StatusUpdate(job=job, epoch=epoch, state="Evicted"))
+        fresh = [u for u in updates if self._reported.get((str(u.job), u.epoch)) != u.state]
+        if not fresh:
+            return
+        await self.hub.status(StatusReport(updates=fresh))
+        for u in fresh:
+            self._reported[(str(u.job), u.epoch)] = u.state
+            if u.state == "Evicted" and self.released.get(str(u.job)) == u.epoch:
+                del self.released[str(u.job)]  # torn down and acknowledged: nothing left to do
+
+
+async def _sleep(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        async with asyncio.timeout(seconds):
+            await stop.wait()
+    except TimeoutError:
+        pass

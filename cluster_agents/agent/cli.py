@@ -1,0 +1,106 @@
+"""`suanpan-agent`: run the agent of one member cluster (real Kubernetes or simulated)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Sequence
+from pathlib import Path
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from cluster_agents.agent.agent import Agent, AgentConfig
+from cluster_agents.agent.backend import ClusterBackend
+from cluster_agents.agent.hub_client import HubApi
+from federation.catalog import Catalog, load_catalog
+
+
+def _labels(pairs: Sequence[str]) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in pairs)
+
+
+async def _metrics_server(registry: CollectorRegistry, listen: str) -> web.AppRunner:
+    async def metrics(_: web.Request) -> web.Response:
+        response = web.Response(body=generate_latest(registry))
+        response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
+        return response
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/healthz", healthz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    host, port = listen.rsplit(":", 1)
+    await web.TCPSite(runner, host, int(port)).start()
+    return runner
+
+
+def _backend(args: argparse.Namespace, catalog: Catalog) -> ClusterBackend:
+    if args.simulated:
+        from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+        from deploy.local.profile import load_profile
+
+        profile = {c.name: c for c in load_profile(Path(args.simulated)).clusters}
+        if args.cluster not in profile:
+            raise SystemExit(f"cluster {args.cluster!r} is not in {args.simulated}")
+        nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in profile[args.cluster].nodes]
+        return SimulatedCluster(catalog, nodes, time_scale=args.time_scale)
+    from cluster_agents.backends.kubernetes import KubernetesBackend
+
+    return KubernetesBackend(args.kubeconfig, args.namespace, catalog)
+
+
+async def _main(args: argparse.Namespace) -> None:
+    catalog = load_catalog()
+    registry = CollectorRegistry()
+    agent = Agent(
+        AgentConfig(
+            cluster=args.cluster,
+            namespace=args.namespace,
+            region=args.region,
+            zone=args.zone,
+            labels=_labels(args.label),
+        ),
+        _backend(args, catalog),
+        catalog,
+        HubApi(args.hub, args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
+        registry,
+    )
+    runner = await _metrics_server(registry, args.metrics)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await agent.run(stop)
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `suanpan-agent`."""
+    p = argparse.ArgumentParser(prog="suanpan-agent", description=__doc__)
+    p.add_argument("--hub", required=True, help="hub URL")
+    p.add_argument("--token", help="agent token (default $SUANPAN_AGENT_TOKEN)")
+    p.add_argument("--cluster", required=True, help="cluster name the token is bound to")
+    p.add_argument("--region", default="")
+    p.add_argument("--zone", default="")
+    p.add_argument("--label", action="append", default=[], help="cluster label k=v (repeatable)")
+    p.add_argument("--namespace", default="suanpan", help="namespace of the pods the agent creates")
+    p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
+    p.add_argument(
+        "--simulated", metavar="PROFILE", help="simulate the cluster from a node profile"
+    )
+    p.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per second")
+    p.add_argument("--metrics", default="127.0.0.1:9464", help="listen address of /metrics")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    asyncio.run(_main(args))
+    return 0

@@ -1,0 +1,62 @@
+"""What a placement's pods add up to, as the one status the hub needs (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from cluster_agents.agent.backend import PodStatus
+
+LOST_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Terminated"})
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A placement's state from its pods: `state` is a `JobReport` or "" (nothing to say)."""
+
+    state: str
+    reason: str = ""
+    message: str = ""
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+def summarize(
+    pods: Sequence[PodStatus], expected: int, *, now: float, gang_timeout_s: float
+) -> Summary:
+    """Aggregate the pods of one (job, epoch) that should have `expected` pods.
+
+    Failed wins (with the first real reason), then lost pods (node gone: run again elsewhere),
+    then all succeeded, then all running; pods pending past the gang timeout make the
+    placement Unschedulable; otherwise the pods exist and the placement is Applied.
+    """
+    running = sum(p.phase == "Running" for p in pods)
+    succeeded = sum(p.phase == "Succeeded" for p in pods)
+    failed_pods = [p for p in pods if p.phase == "Failed"]
+
+    def summary(state: str, reason: str = "", message: str = "") -> Summary:
+        return Summary(state, reason, message, running, succeeded, len(failed_pods))
+
+    lost = [p for p in failed_pods if p.reason in LOST_REASONS]
+    real = [p for p in failed_pods if p.reason not in LOST_REASONS]
+    if real:
+        first = real[0]
+        return summary("Failed", first.reason or "Error", f"pod {first.name}: {first.message}")
+    if lost:
+        return summary("Evicted", lost[0].reason, f"pod {lost[0].name} lost")
+    if len(pods) < expected:
+        return summary("")
+    if succeeded == expected:
+        return summary("Succeeded")
+    if running + succeeded == expected:
+        return summary("Running")
+    stuck = [p for p in pods if p.phase == "Pending" and now - p.created_at > gang_timeout_s]
+    if stuck:
+        why = stuck[0].reason or "Unschedulable"
+        return summary(
+            "Unschedulable",
+            why,
+            f"{len(stuck)}/{expected} pods not running after {gang_timeout_s:g} s",
+        )
+    return summary("Applied")

@@ -1,0 +1,330 @@
+"""An in-memory cluster: nodes from a profile, pods bound with the shared device-fit module and
+run for a declared duration at a configurable time scale; nodes can fail.
+
+It stands in for kube-scheduler + extender + kubelets in the demo, the simulator and the
+benchmarks; everything above the backend interface is the agent's real code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from cluster_agents.agent.backend import ClusterFacts, PodPhase, PodSpec, PodStatus
+from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
+from federation.scheduling.devices import (
+    WHOLE,
+    DeviceRequest,
+    FitCode,
+    NodeDevices,
+    allocate,
+    fit,
+    release,
+)
+from federation.wire import annotations as ann
+from federation.wire.agent import DeviceInfo, NodeInfo, Taint
+
+
+@dataclass(frozen=True)
+class SimNodeSpec:
+    """A node to simulate: labels and capacity as a real node would advertise them."""
+
+    name: str
+    labels: Mapping[str, str]
+    capacity: Mapping[str, str]
+
+
+@dataclass
+class _Node:
+    spec: SimNodeSpec
+    cpu_milli: int
+    memory_mib: int
+    pods: int
+    devices: NodeDevices | None
+    ready: bool = True
+    used_cpu: int = 0
+    used_mem: int = 0
+    used_pods: int = 0
+
+
+@dataclass
+class _Pod:
+    spec: PodSpec
+    created: float
+    phase: PodPhase = "Pending"
+    node: str = ""
+    devices: tuple[int, ...] = ()
+    request: DeviceRequest | None = None
+    started: float = 0.0
+    reason: str = ""
+    message: str = ""
+
+
+def _milli(value: str) -> int:
+    return math.ceil(parse_quantity(value) * 1000)
+
+
+def _mib(value: str) -> int:
+    return math.ceil(parse_quantity(value) / 2**20)
+
+
+@dataclass
+class SimulatedCluster:
+    """A simulated member cluster (implements `ClusterBackend`)."""
+
+    catalog: Catalog
+    specs: list[SimNodeSpec]
+    time_scale: float = 1.0  # simulated seconds per real second
+    tick_s: float = 0.05
+    clock: Callable[[], float] = time.monotonic
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def __post_init__(self) -> None:
+        self._origin = self.clock()
+        self._nodes: dict[str, _Node] = {}
+        self._pods: dict[str, _Pod] = {}
+        self._task: asyncio.Task[None] | None = None
+        for spec in self.specs:
+            self.add_node(spec)
+
+    # --- ClusterBackend ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start the simulated scheduler/kubelet ticker."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the ticker."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def facts(self) -> ClusterFacts:
+        """A simulated Kubernetes version."""
+        return ClusterFacts(kubernetes_version="v1.36.2-simulated")
+
+    def now(self) -> float:
+        """Simulated seconds since the cluster was created."""
+        return (self.clock() - self._origin) * self.time_scale
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node with its use, devices resolved through the catalog."""
+        return [self._node_info(n) for n in self._nodes.values()]
+
+    def pods(self) -> list[PodStatus]:
+        """Every pod still present."""
+        return [
+            PodStatus(
+                name=p.spec.name,
+                job=p.spec.job,
+                epoch=p.spec.epoch,
+                task=p.spec.task,
+                replica=p.spec.replica,
+                phase=p.phase,
+                node=p.node,
+                reason=p.reason,
+                message=p.message,
+                created_at=p.created,
+            )
+            for p in self._pods.values()
+        ]
+
+    async def create_pods(self, pods: list[PodSpec]) -> None:
+        """Add pods that do not exist yet."""
+        for spec in pods:
+            if spec.name not in self._pods:
+                self._pods[spec.name] = _Pod(spec, self.now())
+        self._step()
+
+    async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
+        """Remove pods at once, freeing what they held."""
+        for name in names:
+            pod = self._pods.pop(name, None)
+            if pod is not None:
+                self._free(pod)
+        self.changed.set()
+
+    # --- fault injection and fleet changes -----------------------------------------------
+
+    def add_node(self, spec: SimNodeSpec) -> None:
+        """Add a node (as a cloud autoscaler or an operator would)."""
+        resolved = [
+            r
+            for r in resolve_node(self.catalog, spec.labels, {}, spec.capacity)
+            if isinstance(r, ResolvedDevices)
+        ]
+        devices = None
+        if resolved:
+            r = resolved[0]
+            devices = NodeDevices(
+                model=r.model.key,
+                memory_mib=(r.memory_mib,) * r.count,
+                used_milli=(0,) * r.count,
+                used_memory_mib=(0,) * r.count,
+                healthy=(True,) * r.count,
+                topology=r.topology,
+                sharing=r.model.sharing,
+            )
+        self._nodes[spec.name] = _Node(
+            spec,
+            _milli(spec.capacity.get("cpu", "0")),
+            _mib(spec.capacity.get("memory", "0")),
+            int(spec.capacity.get("pods", "110")),
+            devices,
+        )
+        self.changed.set()
+
+    def remove_node(self, name: str) -> None:
+        """Remove a node; its pods are lost."""
+        self.fail_node(name)
+        del self._nodes[name]
+        self.changed.set()
+
+    def fail_node(self, name: str) -> None:
+        """Make a node NotReady: its pods fail with reason NodeLost."""
+        node = self._nodes[name]
+        node.ready = False
+        for pod in self._pods.values():
+            if pod.node == name and pod.phase in ("Pending", "Running"):
+                self._free(pod)
+                pod.phase, pod.reason, pod.message = "Failed", "NodeLost", f"node {name} lost"
+        self.changed.set()
+
+    # --- simulation ----------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            self._step()
+            await asyncio.sleep(self.tick_s)
+
+    def _step(self) -> None:
+        now = self.now()
+        changed = False
+        pending = sorted(
+            (p for p in self._pods.values() if p.phase == "Pending" and not p.node),
+            key=lambda p: (-p.spec.priority, p.created, p.spec.name),
+        )
+        for pod in pending:
+            changed |= self._bind(pod, now)
+        for pod in self._pods.values():
+            if pod.phase != "Running":
+                continue
+            fail = pod.spec.annotations.get(ann.FAIL_REASON)
+            run_s = pod.spec.annotations.get(ann.RUN_SECONDS)
+            if fail:
+                self._free(pod)
+                pod.phase, pod.reason, pod.message = "Failed", fail, "simulated failure"
+                changed = True
+            elif run_s is not None and now - pod.started >= float(run_s):
+                self._free(pod)
+                pod.phase = "Succeeded"
+                changed = True
+        if changed:
+            self.changed.set()
+
+    def _request(self, spec: PodSpec) -> tuple[str, DeviceRequest] | None:
+        raw = spec.annotations.get(ann.DEVICE_REQUEST)
+        flavor = spec.annotations.get(ann.FLAVOR)
+        if not raw or not flavor:
+            return None
+        req = json.loads(raw)
+        return flavor, DeviceRequest(req["count"], req.get("milli", WHOLE), req.get("memoryMib", 0))
+
+    def _bind(self, pod: _Pod, now: float) -> bool:
+        cpu, mem = (
+            _milli(pod.spec.requests.get("cpu", "0")),
+            _mib(pod.spec.requests.get("memory", "0")),
+        )
+        wanted = self._request(pod.spec)
+        best: tuple[int, str, tuple[int, ...]] | None = None
+        for node in self._nodes.values():
+            if (
+                not node.ready
+                or node.cpu_milli - node.used_cpu < cpu
+                or node.memory_mib - node.used_mem < mem
+                or node.used_pods >= node.pods
+            ):
+                continue
+            devices: tuple[int, ...] = ()
+            if wanted is not None:
+                flavor, request = wanted
+                if node.devices is None or node.devices.model != flavor:
+                    continue
+                result = fit(node.devices, request)
+                if result.code is not FitCode.OK:
+                    continue
+                devices = result.devices
+                free_after = sum(u == 0 for u in node.devices.used_milli) - len(devices)
+            else:
+                free_after = 10_000 if node.devices is None else 10_000 + node.devices.size
+            candidate = (free_after, node.spec.name, devices)
+            if best is None or candidate < best:
+                best = candidate  # best fit: the node left with the fewest free devices
+        if best is None:
+            pod.reason = "Unschedulable"
+            return False
+        _, name, devices = best
+        node = self._nodes[name]
+        node.used_cpu += cpu
+        node.used_mem += mem
+        node.used_pods += 1
+        if wanted is not None and node.devices is not None:
+            node.devices = allocate(node.devices, wanted[1], devices)
+            pod.request = wanted[1]
+        pod.node, pod.devices, pod.phase, pod.started, pod.reason = (
+            name,
+            devices,
+            "Running",
+            now,
+            "",
+        )
+        return True
+
+    def _free(self, pod: _Pod) -> None:
+        node = self._nodes.get(pod.node)
+        if node is None or pod.phase not in ("Pending", "Running") or not pod.node:
+            return
+        node.used_cpu -= _milli(pod.spec.requests.get("cpu", "0"))
+        node.used_mem -= _mib(pod.spec.requests.get("memory", "0"))
+        node.used_pods -= 1
+        if pod.request is not None and node.devices is not None:
+            node.devices = release(node.devices, pod.request, pod.devices)
+
+    def _node_info(self, node: _Node) -> NodeInfo:
+        d = node.devices
+        devices = (
+            [
+                DeviceInfo(
+                    flavor=d.model,
+                    index=i,
+                    memory_mib=d.memory_mib[i],
+                    healthy=d.healthy[i],
+                    used_milli=d.used_milli[i],
+                    used_memory_mib=d.used_memory_mib[i],
+                )
+                for i in range(d.size)
+            ]
+            if d is not None
+            else []
+        )
+        return NodeInfo(
+            name=node.spec.name,
+            labels=dict(node.spec.labels),
+            taints=[] if node.ready else [Taint(key="node.kubernetes.io/unreachable")],
+            ready=node.ready,
+            cpu_milli=node.cpu_milli,
+            memory_mib=node.memory_mib,
+            pods=node.pods,
+            used_cpu_milli=node.used_cpu,
+            used_memory_mib=node.used_mem,
+            used_pods=node.used_pods,
+            devices=devices,
+        )
