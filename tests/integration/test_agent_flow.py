@@ -7,136 +7,45 @@ loopback port with PostgreSQL; the scheduling loop is the real controller.
 from __future__ import annotations
 
 import asyncio
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from api.app import create_app
-from cluster_agents.agent.agent import Agent, AgentConfig
-from cluster_agents.agent.hub_client import HubApi
-from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
-from deploy.local.profile import load_profile
-from federation.catalog import load_catalog
-from federation.controllers.scheduler import LoopConfig, SchedulerLoop
+from cluster_agents.backends.simulated import SimulatedCluster
+from deploy.fleet import Fleet
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from tests.integration.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
 
-PROFILE = load_profile(Path(__file__).resolve().parents[2] / "deploy/local/profiles/mixed.yaml")
-CATALOG = load_catalog()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
 
 async def eventually(what: str, check: Callable[[], Awaitable[bool]], seconds: float = 30) -> None:
     """Wait until `check` holds (bounded; the failure names what never happened)."""
     async with asyncio.timeout(seconds):
-        while not await check():
+        while not await check():  # noqa: ASYNC110 - polling systems that push no events here
             await asyncio.sleep(0.1)
     assert await check(), what
 
 
-@dataclass
-class Fleet:
-    """A hub, its scheduling loop, and simulated clusters each with an agent."""
-
-    db: Database
-    port: int
-    clusters: dict[str, SimulatedCluster] = field(default_factory=dict)
-    agents: dict[str, tuple[Agent, asyncio.Event, asyncio.Task[None]]] = field(default_factory=dict)
-    tokens: dict[str, str] = field(default_factory=dict)
-    runner: web.AppRunner | None = None
-    loop_stop: asyncio.Event = field(default_factory=asyncio.Event)
-    loop_task: asyncio.Task[None] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    async def start_hub(self) -> None:
-        self.runner = web.AppRunner(create_app(self.db), access_log=None)
-        await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
-
-    async def stop_hub(self) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
-        self.runner = None
-
-    def start_loop(self) -> None:
-        loop = SchedulerLoop(self.db, CATALOG, config=LoopConfig(interval_s=0.2))
-        self.loop_stop = asyncio.Event()
-        self.loop_task = asyncio.create_task(loop.run(self.loop_stop))
-
-    async def stop_loop(self) -> None:
-        self.loop_stop.set()
-        if self.loop_task is not None:
-            await self.loop_task
-
-    async def call(self, method: str, path: str, token: str = ADMIN_TOKEN, **kw: Any) -> Any:
-        import aiohttp
-
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as s:
-            async with s.request(method, self.url + path, **kw) as r:
-                return await r.json(content_type=None) if r.status != 204 else None
-
-    async def add_cluster(self, name: str, profile_name: str) -> SimulatedCluster:
-        nodes = next(c for c in PROFILE.clusters if c.name == profile_name).nodes
-        sim = SimulatedCluster(
-            CATALOG, [SimNodeSpec(n.name, n.labels, n.capacity) for n in nodes], time_scale=20
-        )
-        self.clusters[name] = sim
-        issued = await self.call(
-            "POST", "/v1/tokens", json={"name": f"{name}-agent", "role": "agent", "cluster": name}
-        )
-        self.tokens[name] = issued["token"]
-        self.start_agent(name)
-        return sim
-
-    def start_agent(self, name: str) -> None:
-        agent = Agent(
-            AgentConfig(cluster=name, poll_wait_s=1.0, gang_timeout_s=600),
-            self.clusters[name],
-            CATALOG,
-            HubApi(self.url, self.tokens[name]),
-        )
-        stop = asyncio.Event()
-        self.agents[name] = (agent, stop, asyncio.create_task(agent.run(stop)))
-
-    async def stop_agent(self, name: str) -> None:
-        _, stop, task = self.agents.pop(name)
-        stop.set()
-        await task
+class JobFleet(Fleet):
+    """The shared fleet with a job lookup."""
 
     async def job(self, job_id: str) -> dict[str, Any]:
         return dict(await self.call("GET", f"/v1/jobs/{job_id}"))
 
 
 @pytest.fixture
-async def fleet(db: Database) -> AsyncIterator[Fleet]:
+async def fleet(db: Database) -> AsyncIterator[JobFleet]:
     await ensure_admin_token(db, ADMIN_TOKEN)
-    f = Fleet(db, _free_port())
+    f = JobFleet(db, ADMIN_TOKEN)
     await f.start_hub()
     await f.call("POST", "/v1/tenants", json={"name": "acme"})
     await f.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
     f.start_loop()
     yield f
-    for name in list(f.agents):
-        await f.stop_agent(name)
-    await f.stop_loop()
-    if f.runner is not None:
-        await f.stop_hub()
+    await f.close()
 
 
 def manifest(
@@ -170,7 +79,7 @@ def our_pods(sim: SimulatedCluster, job_id: str) -> list[str]:
     return [p.name for p in sim.pods() if p.job == job_id]
 
 
-async def test_inventory_matches_the_simulated_clusters(fleet: Fleet) -> None:
+async def test_inventory_matches_the_simulated_clusters(fleet: JobFleet) -> None:
     sim = await fleet.add_cluster("bj", "dc-beijing")
 
     async def synced() -> bool:
@@ -187,7 +96,7 @@ async def test_inventory_matches_the_simulated_clusters(fleet: Fleet) -> None:
     assert len(expected) >= 3  # NVIDIA and at least two domestic vendors
 
 
-async def test_a_job_runs_to_success_on_the_cluster_with_its_flavor(fleet: Fleet) -> None:
+async def test_a_job_runs_to_success_on_the_cluster_with_its_flavor(fleet: JobFleet) -> None:
     await fleet.add_cluster("bj", "dc-beijing")
     sh = await fleet.add_cluster("sh", "dc-shanghai")
     job = await fleet.call(
@@ -213,7 +122,7 @@ async def test_a_job_runs_to_success_on_the_cluster_with_its_flavor(fleet: Fleet
     ]
 
 
-async def test_cancel_deletes_the_pods(fleet: Fleet) -> None:
+async def test_cancel_deletes_the_pods(fleet: JobFleet) -> None:
     bj = await fleet.add_cluster("bj", "dc-beijing")
     job = await fleet.call(
         "POST", "/v1/jobs", json=manifest("long", "nvidia/H100*", count=8, run_s=100_000)
@@ -234,7 +143,7 @@ async def test_cancel_deletes_the_pods(fleet: Fleet) -> None:
 
 
 async def test_agent_restart_mid_dispatch_creates_no_duplicate_and_loses_no_status(
-    fleet: Fleet,
+    fleet: JobFleet,
 ) -> None:
     bj = await fleet.add_cluster("bj", "dc-beijing")
     job = await fleet.call(
@@ -258,7 +167,7 @@ async def test_agent_restart_mid_dispatch_creates_no_duplicate_and_loses_no_stat
     assert [e["reason"] for e in events["items"]].count("Succeeded") == 1
 
 
-async def test_hub_restart_while_agents_run_loses_nothing(fleet: Fleet) -> None:
+async def test_hub_restart_while_agents_run_loses_nothing(fleet: JobFleet) -> None:
     bj = await fleet.add_cluster("bj", "dc-beijing")
     job = await fleet.call(
         "POST", "/v1/jobs", json=manifest("survivor", "huawei/Ascend910B3", count=8, run_s=60)
@@ -288,7 +197,9 @@ async def test_hub_restart_while_agents_run_loses_nothing(fleet: Fleet) -> None:
     assert reasons.count("Placed") == 1 and reasons.count("Succeeded") == 1
 
 
-async def test_a_placement_moved_away_makes_the_old_cluster_delete_its_pods(fleet: Fleet) -> None:
+async def test_a_placement_moved_away_makes_the_old_cluster_delete_its_pods(
+    fleet: JobFleet,
+) -> None:
     bj = await fleet.add_cluster("bj", "dc-beijing")
     sz = await fleet.add_cluster("sz", "dc-shenzhen")
     await fleet.call("POST", "/v1/clusters/sz/cordon")

@@ -1,0 +1,127 @@
+"""An in-process fleet for the demo, tests and benchmarks: the real hub app on a loopback port,
+its scheduling loop, and simulated member clusters each driven by a real agent."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from api.app import create_app
+from cluster_agents.agent.agent import Agent, AgentConfig
+from cluster_agents.agent.hub_client import HubApi
+from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+from deploy.local.profile import load_profile
+from federation.catalog import Catalog, load_catalog
+from federation.controllers.scheduler import LoopConfig, SchedulerLoop
+from federation.store.database import Database
+
+PROFILE_PATH = Path(__file__).resolve().parent / "local/profiles/mixed.yaml"
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Fleet:
+    """A hub, its scheduling loop, and simulated clusters each with an agent."""
+
+    db: Database
+    admin_token: str
+    port: int = field(default_factory=free_port)
+    catalog: Catalog = field(default_factory=load_catalog)
+    time_scale: float = 20.0
+    loop_config: LoopConfig = field(default_factory=lambda: LoopConfig(interval_s=0.2))
+    clusters: dict[str, SimulatedCluster] = field(default_factory=dict)
+    agents: dict[str, tuple[Agent, asyncio.Event, asyncio.Task[None]]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+    runner: web.AppRunner | None = None
+    loop_stop: asyncio.Event = field(default_factory=asyncio.Event)
+    loop_task: asyncio.Task[None] | None = None
+
+    @property
+    def url(self) -> str:
+        """The hub's base URL."""
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start_hub(self) -> None:
+        """Serve the hub API."""
+        self.runner = web.AppRunner(create_app(self.db), access_log=None)
+        await self.runner.setup()
+        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+
+    async def stop_hub(self) -> None:
+        """Stop serving (as if the hub process died)."""
+        if self.runner is not None:
+            await self.runner.cleanup()
+            self.runner = None
+
+    def start_loop(self) -> None:
+        """Run the scheduling loop (leader election included)."""
+        loop = SchedulerLoop(self.db, self.catalog, config=self.loop_config)
+        self.loop_stop = asyncio.Event()
+        self.loop_task = asyncio.create_task(loop.run(self.loop_stop))
+
+    async def stop_loop(self) -> None:
+        """Stop the scheduling loop."""
+        self.loop_stop.set()
+        if self.loop_task is not None:
+            await self.loop_task
+            self.loop_task = None
+
+    async def call(self, method: str, path: str, token: str | None = None, **kw: Any) -> Any:
+        """Call the hub API (admin token by default); returns the decoded body."""
+        headers = {"Authorization": f"Bearer {token or self.admin_token}"}
+        async with (
+            aiohttp.ClientSession(headers=headers) as s,
+            s.request(method, self.url + path, **kw) as r,
+        ):
+            return None if r.status == 204 else await r.json(content_type=None)
+
+    async def add_cluster(
+        self, name: str, profile_cluster: str, *, region: str = "", profile: Path = PROFILE_PATH
+    ) -> SimulatedCluster:
+        """Simulate `profile_cluster` of a node profile as cluster `name`, with its agent."""
+        entry = next(c for c in load_profile(profile).clusters if c.name == profile_cluster)
+        nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in entry.nodes]
+        sim = SimulatedCluster(self.catalog, nodes, time_scale=self.time_scale)
+        self.clusters[name] = sim
+        issued = await self.call(
+            "POST", "/v1/tokens", json={"name": f"{name}-agent", "role": "agent", "cluster": name}
+        )
+        self.tokens[name] = issued["token"]
+        self.start_agent(name, region=region)
+        return sim
+
+    def start_agent(self, name: str, *, region: str = "") -> None:
+        """Start (or restart) the agent of cluster `name`."""
+        agent = Agent(
+            AgentConfig(cluster=name, region=region, poll_wait_s=1.0, gang_timeout_s=600),
+            self.clusters[name],
+            self.catalog,
+            HubApi(self.url, self.tokens[name]),
+        )
+        stop = asyncio.Event()
+        self.agents[name] = (agent, stop, asyncio.create_task(agent.run(stop)))
+
+    async def stop_agent(self, name: str) -> None:
+        """Stop the agent of cluster `name` (its simulated cluster keeps running)."""
+        _, stop, task = self.agents.pop(name)
+        stop.set()
+        await task
+
+    async def close(self) -> None:
+        """Stop agents, loop and hub."""
+        for name in list(self.agents):
+            await self.stop_agent(name)
+        await self.stop_loop()
+        await self.stop_hub()
