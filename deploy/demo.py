@@ -1,266 +1,335 @@
-"""`make demo`: the hub on an embedded PostgreSQL, driven over its REST API, with a report.
+"""`make demo`: the whole flow on one machine, every part real but the clusters' hardware.
 
-Everything is real: a PostgreSQL 16 server in a temporary folder, the hub's aiohttp
-application on a loopback port, HTTP calls with bearer tokens. Nothing is left behind.
+An embedded PostgreSQL 16, the hub (REST API + scheduling loop) on a loopback port, three
+simulated member clusters of mixed vendors (NVIDIA, Huawei Ascend, Cambricon, Hygon,
+Kunlunxin, Moore Threads, MetaX), each driven by the real agent. Two tenants submit work over
+REST; the report shows placement across vendors, a heterogeneous job, an urgent job
+preempting (its victim requeued and re-run), `explain` for a waiting job, and utilization.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import textwrap
+import time
+from collections import defaultdict
 from typing import Any
 
-from aiohttp import web
-
-from api.app import create_app
 from api.cli import table
-from api.client import HubClient, HubError
+from deploy.fleet import Fleet
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
 
 ADMIN = "sp_demo_admin"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _job(name: str, queue: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "suanpan.io/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {"queue": queue, "tasks": tasks, **spec},
-    }
-
-
-def _accel(count: int, *flavors: str, fraction: float | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"count": count, "anyOf": [{"flavor": f} for f in flavors]}
-    if fraction is not None:
-        out["fraction"] = fraction
-    return out
+CLUSTERS = (
+    ("beijing-a", "dc-beijing", "beijing"),
+    ("shanghai-a", "dc-shanghai", "shanghai"),
+    ("shenzhen-a", "dc-shenzhen", "shenzhen"),
+)
 
 
 def section(title: str) -> None:
     """Print a report heading."""
-    print(f"\n== {title} " + "=" * max(0, 70 - len(title)))
+    print(f"\n== {title} " + "=" * max(0, 74 - len(title)))
 
 
-async def _setup(admin: HubClient) -> dict[str, str]:
-    tokens = {}
-    for tenant, cohort, quota in (
-        (
-            "nlp-lab",
-            "research",
-            {"huawei/Ascend910B3": {"nominal": 32000, "borrowingLimit": 16000}},
-        ),
-        (
-            "vision-lab",
-            "research",
-            {"nvidia/H100-80GB": {"nominal": 16000, "borrowingLimit": 8000}},
-        ),
+def task(
+    name: str,
+    flavors: list[str],
+    count: int,
+    *,
+    replicas: int = 1,
+    run_s: int = 60,
+    fraction: float | None = None,
+    images: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """A task asking for `count` devices of any of `flavors`, running `run_s` simulated seconds."""
+    accel: dict[str, Any] = {"count": count, "anyOf": [{"flavor": f} for f in flavors]}
+    if fraction is not None:
+        accel["fraction"] = fraction
+    return {
+        "name": name,
+        "replicas": replicas,
+        "images": images
+        or {
+            "nvidia": "pytorch:2.4",
+            "huawei": "mindspore:2.3",
+            "cambricon": "torch-mlu:2.1",
+            "hygon": "dtk-torch:24.04",
+            "kunlunxin": "xpytorch:2.0",
+            "mthreads": "torch-musa:1.3",
+            "metax": "maca-torch:2.2",
+        },
+        "annotations": {"suanpan.io/run-seconds": str(run_s)},
+        "resources": {"cpu": "8", "memory": "64Gi", "accelerators": accel},
+    }
+
+
+def job(name: str, tenant: str, tasks: list[dict[str, Any]], **spec: Any) -> dict[str, Any]:
+    """A job manifest."""
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "tenant": tenant},
+        "spec": {"queue": "training", "tasks": tasks, **spec},
+    }
+
+
+async def wait_for(
+    fleet: Fleet, job_id: str, states: set[str], seconds: float = 60
+) -> dict[str, Any]:
+    """Poll a job until it reaches one of `states` (bounded)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        current: dict[str, Any] = await fleet.call("GET", f"/v1/jobs/{job_id}")
+        if current["state"] in states or time.monotonic() > deadline:
+            return current
+        await asyncio.sleep(0.2)
+
+
+async def inventory(fleet: Fleet) -> None:
+    section("inventory the agents discovered (per cluster and vendor)")
+    clusters = (await fleet.call("GET", "/v1/clusters"))["items"]
+    rows = []
+    for c in clusters:
+        by_vendor: dict[str, list[str]] = defaultdict(list)
+        for f in c["flavors"]:
+            by_vendor[f["vendor"]].append(f"{f['flavor'].split('/')[1]}×{f['total']}")
+        rows += [
+            [c["name"], c["region"], c["state"], c["nodes"], vendor, ", ".join(models)]
+            for vendor, models in sorted(by_vendor.items())
+        ]
+    print(table(rows, ["CLUSTER", "REGION", "STATE", "NODES", "VENDOR", "DEVICES"]))
+
+
+async def utilization(fleet: Fleet, title: str) -> None:
+    section(title)
+    clusters = (await fleet.call("GET", "/v1/clusters"))["items"]
+    rows = [
+        [
+            c["name"],
+            f["vendor"],
+            f["flavor"].split("/")[1],
+            f["total"],
+            f"{f['allocatedMilli'] / 1000:g}",
+            f"{100 * f['allocatedMilli'] / 1000 / max(1, f['healthy']):.0f}%",
+        ]
+        for c in clusters
+        for f in c["flavors"]
+    ]
+    print(table(rows, ["CLUSTER", "VENDOR", "MODEL", "DEVICES", "ALLOCATED", "USE"]))
+
+
+async def jobs_table(fleet: Fleet) -> None:
+    page = (await fleet.call("GET", "/v1/jobs", params={"limit": "100"}))["items"]
+    rows = []
+    for j in reversed(page):
+        flavors = sorted({str(t.get("flavor", "")) for t in j["spec"]["spec"]["tasks"]})
+        del flavors
+        rows.append(
+            [
+                j["id"][:8],
+                j["tenant"],
+                j["name"],
+                j["priorityClass"],
+                j["state"],
+                j["cluster"] or "-",
+            ]
+        )
+    print(table(rows, ["ID", "TENANT", "JOB", "PRIORITY", "STATE", "CLUSTER"]))
+
+
+async def scenario(fleet: Fleet) -> None:
+    for tenant, quota in (
+        ("nlp-lab", {"huawei/Ascend910B3": {"nominal": 48000, "borrowingLimit": 16000}}),
+        ("vision-lab", {"nvidia/H100-80GB": {"nominal": 24000, "borrowingLimit": 8000}}),
     ):
-        await admin.request("POST", "/v1/tenants", json={"name": tenant})
-        await admin.request(
+        await fleet.call("POST", "/v1/tenants", json={"name": tenant})
+        await fleet.call(
             "POST",
             f"/v1/tenants/{tenant}/queues",
-            json={"name": "training", "cohort": cohort, "weight": 1.0, "quota": quota},
+            json={"name": "training", "cohort": "research", "quota": quota},
         )
-        issued = await admin.request(
-            "POST", "/v1/tokens", json={"name": f"{tenant}-ci", "role": "member", "tenant": tenant}
-        )
-        tokens[tenant] = issued["token"]
-    return tokens
+    for name, profile, region in CLUSTERS:
+        await fleet.add_cluster(name, profile, region=region)
+    while len([c for c in (await fleet.call("GET", "/v1/clusters"))["items"] if c["nodes"]]) < len(
+        CLUSTERS
+    ):
+        await asyncio.sleep(0.2)
+    await inventory(fleet)
 
-
-async def _workload(url: str, tokens: dict[str, str]) -> None:
-    async with HubClient(url, tokens["nlp-lab"]) as nlp, HubClient(url, tokens["vision-lab"]) as cv:
-        worker = {
-            "name": "trainer",
-            "replicas": 2,
-            "images": {"huawei": "mindspore:2.3", "nvidia": "pytorch:2.4"},
-        }
-        await nlp.submit(
-            _job(
-                "llm-pretrain",
-                "training",
-                [
-                    {
-                        **worker,
-                        "resources": {
-                            "cpu": "32",
-                            "memory": "256Gi",
-                            "accelerators": _accel(8, "huawei/Ascend910B3", "nvidia/H100*"),
-                        },
-                    }
-                ],
-                priorityClass="high",
-            ),
-            idempotency_key="llm-pretrain-1",
+    section("two tenants submit work across vendors")
+    submitted = {
+        "llm-pretrain": job(
+            "llm-pretrain",
+            "nlp-lab",
+            [task("trainer", ["huawei/Ascend910B3"], 8, replicas=2, run_s=120)],
+            priorityClass="high",
+        ),
+        "vit-sweep": job(
+            "vit-sweep",
+            "vision-lab",
+            [task("trial", ["nvidia/*"], 1, replicas=6, fraction=0.5, run_s=60)],
+            priorityClass="low",
+            gang=False,
+        ),
+        "mlu-finetune": job(
+            "mlu-finetune", "vision-lab", [task("tune", ["cambricon/*"], 4, run_s=60)]
+        ),
+        "xpu-eval": job(
+            "xpu-eval", "nlp-lab", [task("eval", ["kunlunxin/*", "hygon/*"], 4, run_s=40)]
+        ),
+        "rlhf-pipeline": job(
+            "rlhf-pipeline",
+            "nlp-lab",
+            [
+                {
+                    "name": "preprocess",
+                    "replicas": 2,
+                    "image": "python:3.11",
+                    "annotations": {"suanpan.io/run-seconds": "100"},
+                    "resources": {"cpu": "16", "memory": "32Gi"},
+                },
+                task("policy", ["huawei/Ascend910B3"], 4, run_s=100),
+            ],
+        ),
+        "serve-pd": job(
+            "serve-pd",
+            "vision-lab",
+            [
+                task("prefill", ["nvidia/H100*"], 4, run_s=90),
+                task("decode", ["huawei/Ascend910B3", "metax/*"], 2, replicas=2, run_s=90),
+            ],
+        ),
+    }
+    ids: dict[str, str] = {}
+    for name, manifest in submitted.items():
+        created = await fleet.call(
+            "POST", "/v1/jobs", json=manifest, headers={"Idempotency-Key": name}
         )
-        # the CI retries the same submission: the key makes it a no-op
-        await nlp.submit(
-            _job(
-                "llm-pretrain",
-                "training",
-                [
-                    {
-                        **worker,
-                        "resources": {
-                            "cpu": "32",
-                            "memory": "256Gi",
-                            "accelerators": _accel(8, "huawei/Ascend910B3", "nvidia/H100*"),
-                        },
-                    }
-                ],
-                priorityClass="high",
-            ),
-            idempotency_key="llm-pretrain-1",
-        )
-        await nlp.submit(
-            _job(
-                "rlhf-pipeline",
-                "training",
-                [
-                    {
-                        "name": "preprocess",
-                        "replicas": 4,
-                        "image": "python:3.11",
-                        "resources": {"cpu": "16", "memory": "64Gi"},
-                    },
-                    {
-                        "name": "trainer",
-                        "replicas": 1,
-                        "images": {"huawei": "mindspore:2.3"},
-                        "resources": {
-                            "cpu": "16",
-                            "memory": "128Gi",
-                            "accelerators": _accel(8, "huawei/*"),
-                        },
-                    },
-                ],
-            )
-        )
-        await cv.submit(
-            _job(
-                "vit-sweep",
-                "training",
-                [
-                    {
-                        "name": "trial",
-                        "replicas": 8,
-                        "image": "pytorch:2.4",
-                        "resources": {
-                            "cpu": "4",
-                            "memory": "32Gi",
-                            "accelerators": _accel(1, "nvidia/*", fraction=0.5),
-                        },
-                    }
-                ],
-                priorityClass="low",
-            )
-        )
-        await cv.submit(
-            _job(
-                "serve-prefill-decode",
-                "training",
-                [
-                    {
-                        "name": "prefill",
-                        "replicas": 2,
-                        "image": "vllm:0.6",
-                        "resources": {"accelerators": _accel(4, "nvidia/H100*")},
-                    },
-                    {
-                        "name": "decode",
-                        "replicas": 4,
-                        "images": {"huawei": "vllm-ascend:0.6", "nvidia": "vllm:0.6"},
-                        "resources": {
-                            "accelerators": _accel(1, "huawei/Ascend910B*", "nvidia/L40S")
-                        },
-                    },
-                ],
-            )
-        )
-        section("bad input is refused with the exact field, and nothing is written")
-        bad = _job("Bad_Name", "training", [{"name": "w", "replicas": 0, "image": "x"}])
-        try:
-            await cv.submit(bad)
-        except HubError as exc:
-            print(textwrap.indent(str(exc), "  "))
-        section("one tenant cannot see the other's jobs")
-        page = await cv.request("GET", "/v1/jobs")
+        ids[name] = created["id"]
+    for name in submitted:
+        await wait_for(fleet, ids[name], {"Running", "Succeeded"}, 30)
+    await jobs_table(fleet)
+    await utilization(fleet, "utilization per cluster and vendor while the first wave runs")
+    for name in ("rlhf-pipeline", "serve-pd"):
+        placed = [
+            e
+            for e in (await fleet.call("GET", f"/v1/jobs/{ids[name]}/events"))["items"]
+            if e["reason"] == "Placed"
+        ]
+        flavors = placed[-1]["data"]["flavors"] if placed else {}
         print(
-            f"  vision-lab sees {len(page['items'])} jobs: {', '.join(j['name'] for j in page['items'])}"
+            f"  heterogeneous {name}: one cluster ({placed[-1]['data']['cluster'] if placed else '?'}), "
+            + ", ".join(f"{t} on {f or 'CPU'}" for t, f in flavors.items())
         )
+
+    section("best-effort work fills the idle H100s; then an urgent job arrives")
+    fillers = []
+    for i in range(3):
+        created = await fleet.call(
+            "POST",
+            "/v1/jobs",
+            json=job(
+                f"batch-{i}",
+                "vision-lab",
+                [task("w", ["nvidia/H100-80GB"], 8, run_s=200)],
+                priorityClass="best-effort",
+            ),
+        )
+        fillers.append(created["id"])
+    for f in fillers:
+        await wait_for(fleet, f, {"Running"}, 20)
+    urgent = await fleet.call(
+        "POST",
+        "/v1/jobs",
+        json=job(
+            "incident-retrain",
+            "nlp-lab",
+            [task("trainer", ["nvidia/H100-80GB"], 8, replicas=2, run_s=40)],
+            priorityClass="critical",
+        ),
+    )
+    urgent = await wait_for(fleet, urgent["id"], {"Running"}, 40)
+    events = (await fleet.call("GET", f"/v1/jobs/{urgent['id']}/events"))["items"]
+    preempting = next((e for e in events if e["reason"] == "Preempting"), None)
+    print(f"  incident-retrain (critical) is {urgent['state']} on {urgent['cluster']}")
+    if preempting:
+        print(
+            f"  it preempted {len(preempting['data']['victims'])} job(s): {preempting['message']}"
+        )
+        victim = preempting["data"]["victims"][0]
+        ve = (await fleet.call("GET", f"/v1/jobs/{victim}/events"))["items"]
+        print(f"  victim {victim[:8]} went: " + " → ".join(e["reason"] for e in ve))
+        final = await wait_for(fleet, victim, {"Running", "Succeeded"}, 60)
+        print(
+            f"  victim {victim[:8]} re-ran: now {final['state']} on {final['cluster']} (epoch {final['epoch']})"
+        )
+
+    section("a job that waits, and why (suanpan explain)")
+    for name in ("long-a", "long-b"):  # take both 16-card Ascend nodes for a while
+        blocker = await fleet.call(
+            "POST",
+            "/v1/jobs",
+            json=job(name, "nlp-lab", [task("t", ["huawei/Ascend910B3"], 16, run_s=600)]),
+        )
+        await wait_for(fleet, blocker["id"], {"Running"}, 20)
+    waiting = await fleet.call(
+        "POST",
+        "/v1/jobs",
+        json=job("giant", "nlp-lab", [task("t", ["huawei/Ascend910B3"], 16, run_s=60)]),
+    )
+    await asyncio.sleep(1.5)
+    why = await fleet.call("GET", f"/v1/jobs/{waiting['id']}/explain")
+    print(f"  {why['summary'][:200]}")
+    for c in why["clusters"]:
+        print(f"    {c['cluster']}: [{c['code']}] {c['reason']}")
+    impossible = await fleet.call(
+        "POST",
+        "/v1/jobs",
+        json=job("impossible", "nlp-lab", [task("trainer", ["huawei/Ascend910B3"], 64)]),
+    )
+    impossible = await wait_for(fleet, impossible["id"], {"Failed"}, 10)
+    print(f"  a job no cluster could ever run: {impossible['state']} — {impossible['reason']}")
+
+    section("bad input gets the exact field, and nothing is written")
+    bad = job("Bad_Name", "nlp-lab", [{"name": "w", "replicas": 0, "image": "x"}])
+    problem = await fleet.call("POST", "/v1/jobs", json=bad)
+    print(
+        textwrap.indent("\n".join(f"{e['path']}: {e['message']}" for e in problem["errors"]), "  ")
+    )
+
+    await utilization(fleet, "utilization per cluster and vendor at the end")
+    section("all jobs")
+    await jobs_table(fleet)
 
 
 async def main() -> None:
     """Run the demo end to end and print the report."""
     logging.basicConfig(level=logging.ERROR)
+    started = time.monotonic()
     pg = EmbeddedPostgres()
     url = await pg.start()
-    print(f"embedded PostgreSQL 16 at {pg.datadir}")
     await migrate.upgrade(url)
     db = Database(url)
     await ensure_admin_token(db, ADMIN)
-    runner = web.AppRunner(create_app(db), access_log=None)
-    await runner.setup()
-    port = _free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    hub = f"http://127.0.0.1:{port}"
-    print(f"hub API at {hub} (OpenAPI: {hub}/openapi.json, reference: {hub}/docs)")
+    fleet = Fleet(db, ADMIN)
+    await fleet.start_hub()
+    fleet.start_loop()
+    print(f"embedded PostgreSQL 16 at {pg.datadir}; hub at {fleet.url} (docs: {fleet.url}/docs)")
+    print(f"simulated clusters run {fleet.time_scale:g}× faster than real time")
     try:
-        async with HubClient(hub, ADMIN) as admin:
-            tokens = await _setup(admin)
-            await _workload(hub, tokens)
-            section("what the hub holds")
-            page = await admin.request("GET", "/v1/jobs")
-            rows = [
-                [
-                    j["id"][:8],
-                    j["tenant"],
-                    j["name"],
-                    j["priorityClass"],
-                    j["state"],
-                    sum(t["replicas"] for t in j["spec"]["spec"]["tasks"]),
-                ]
-                for j in reversed(page["items"])
-            ]
-            print(table(rows, ["ID", "TENANT", "JOB", "PRIORITY", "STATE", "PODS"]))
-            queues = await admin.request("GET", "/v1/queues")
-            print()
-            print(
-                table(
-                    [
-                        [
-                            q["tenant"],
-                            q["name"],
-                            q["cohort"],
-                            ", ".join(f"{k}: {v['nominal']}" for k, v in q["quota"].items()),
-                            ", ".join(f"{k}={v}" for k, v in q["jobs"].items()),
-                        ]
-                        for q in queues["items"]
-                    ],
-                    ["TENANT", "QUEUE", "COHORT", "QUOTA (milli-devices)", "JOBS"],
-                )
-            )
-            first = page["items"][-1]
-            events = await admin.request("GET", f"/v1/jobs/{first['id']}/events")
-            print(
-                f"\nevents of {first['name']}: " + ", ".join(e["reason"] for e in events["items"])
-            )
+        await scenario(fleet)
     finally:
-        await runner.cleanup()
+        await fleet.close()
         await db.close()
         await pg.stop()
-    print("\ndemo finished; the embedded database was removed")
+    print(
+        f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"
+    )
 
 
 if __name__ == "__main__":
