@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import subprocess
+import sys
+from collections import deque
 from pathlib import Path
 
 BUILD_SCRIPT = Path(__file__).resolve().parent / "build.sh"
@@ -20,6 +22,26 @@ class BuildError(RuntimeError):
     """The binaries could not be built."""
 
 
+def _run_build_script() -> Path:
+    """Run build.sh, echoing its stderr live; its last stdout line is the bin dir."""
+    if not BUILD_SCRIPT.is_file():
+        raise BuildError(f"{BUILD_SCRIPT} is missing (the package is not run from a checkout)")
+    tail: deque[str] = deque(maxlen=30)
+    with subprocess.Popen(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        assert proc.stderr is not None and proc.stdout is not None
+        for line in proc.stderr:
+            sys.stderr.write(line)
+            tail.append(line)
+        out = proc.stdout.read().strip().splitlines()
+    if proc.returncode != 0 or not out:
+        raise BuildError(
+            f"{BUILD_SCRIPT} failed (exit code {proc.returncode}):\n{''.join(tail).rstrip()}"
+        )
+    return Path(out[-1])
+
+
 def ensure_binaries(bin_dir: Path | None = None) -> Path:
     """Return a directory holding all BINARIES.
 
@@ -27,17 +49,7 @@ def ensure_binaries(bin_dir: Path | None = None) -> Path:
     when its cache is warm and builds (minutes) when cold.  Never skips silently.
     """
     if bin_dir is None:
-        if not BUILD_SCRIPT.is_file():
-            raise BuildError(f"{BUILD_SCRIPT} is missing (the package is not run from a checkout)")
-        proc = subprocess.run(
-            ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
-        )
-        if proc.returncode != 0:
-            raise BuildError(f"{BUILD_SCRIPT} failed with exit code {proc.returncode}")
-        lines = proc.stdout.strip().splitlines()
-        if not lines:
-            raise BuildError(f"{BUILD_SCRIPT} printed no binary directory")
-        bin_dir = Path(lines[-1])
+        bin_dir = _run_build_script()
     bin_dir = bin_dir.resolve()
     missing = [b for b in BINARIES if not (bin_dir / b).is_file()]
     if missing:

@@ -54,9 +54,9 @@ trap 'rm -rf "$TMP"' EXIT
 start=$(date +%s)
 LDFLAGS="-s -w -X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/client-go/pkg/version.gitVersion=v$K8S_VERSION"
 echo "build.sh: building Kubernetes v$K8S_VERSION binaries + etcd into $BIN (cold: ~7 min)" >&2
-(cd "$SRC" && "$GO" build -trimpath -tags=notest,grpcnotrace -ldflags "$LDFLAGS" -o "$TMP/" tool ./etcd) \
+(cd "$SRC" && "$GO" build -trimpath -tags=notest,grpcnotrace -ldflags "$LDFLAGS" -o "$TMP/" tool ./etcd >&2) \
   || die "go build of k8s.io/kubernetes commands / etcd failed"
-(cd "$SRC/kwok" && "$GO" build -trimpath -ldflags "-s -w" -o "$TMP/" tool) \
+(cd "$SRC/kwok" && "$GO" build -trimpath -ldflags "-s -w" -o "$TMP/" tool >&2) \
   || die "go build of kwok failed"
 for b in "${BINARIES[@]}"; do [ -x "$TMP/$b" ] || die "build produced no $b"; done
 rm -rf "$BIN"

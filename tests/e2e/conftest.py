@@ -7,7 +7,9 @@
 * `k8s_clusters`: 2 clusters without extender; parametrize it indirectly with
   `{"clusters": N, "extender_url": URL}` for another shape.
 
-If the binaries cannot be built, the fixtures fail (never skip).
+The binaries are built (cold: minutes) right after collection when a selected test
+needs them, so the build does not count against a single test's timeout.  If they
+cannot be built, the fixtures fail (never skip).
 """
 
 from __future__ import annotations
@@ -53,13 +55,33 @@ class K8sEnvFactory:
             asyncio.run(down(env.workdir))
 
 
+_build: list[Path | BuildError] = []
+
+
+def _built() -> Path | BuildError:
+    if not _build:
+        try:
+            _build.append(ensure_binaries())
+        except BuildError as exc:
+            _build.append(exc)
+    return _build[0]
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build the binaries before the first test if any selected test needs them."""
+    if session.config.option.collectonly:
+        return
+    if any("k8s_bin_dir" in getattr(item, "fixturenames", ()) for item in session.items):
+        _built()
+
+
 @pytest.fixture(scope="session")
 def k8s_bin_dir() -> Path:
     """Directory with kube-apiserver, kube-scheduler, kcm, kubectl, kwok, etcd (built once)."""
-    try:
-        return ensure_binaries()
-    except BuildError as exc:
-        pytest.fail(f"cannot build the local Kubernetes binaries: {exc}", pytrace=False)
+    result = _built()
+    if isinstance(result, BuildError):
+        pytest.fail(f"cannot build the local Kubernetes binaries: {result}", pytrace=False)
+    return result
 
 
 @pytest.fixture(scope="session")

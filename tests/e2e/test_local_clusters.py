@@ -22,6 +22,7 @@ import pytest
 from aiohttp import web
 
 from deploy.local import cli
+from deploy.local.binaries import BUILD_SCRIPT
 from deploy.local.clusters import ClusterState, Environment, down, up
 from deploy.local.kube import KubeClient, KubeError, wait_for
 from deploy.local.processes import is_running, port_in_use
@@ -321,3 +322,12 @@ def test_up_down_leaves_nothing_behind(k8s_bin_dir: Path) -> None:
     assert not any(is_running(p) for p in procs)
     assert not any(port_in_use(p) for p in ports)
     assert not workdir.exists()
+
+
+def test_warm_build_is_a_no_op(k8s_bin_dir: Path) -> None:
+    t0 = time.monotonic()
+    out = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, check=True
+    ).stdout
+    assert Path(out.strip()) == k8s_bin_dir
+    assert time.monotonic() - t0 < 1.0
