@@ -17,7 +17,7 @@ from collections import defaultdict
 from typing import Any
 
 from api.cli import table
-from deploy.fleet import Fleet
+from deploy.fleet import Fleet, eventually
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
@@ -155,10 +155,12 @@ async def scenario(fleet: Fleet) -> None:
         )
     for name, profile, region in CLUSTERS:
         await fleet.add_cluster(name, profile, region=region)
-    while len([c for c in (await fleet.call("GET", "/v1/clusters"))["items"] if c["nodes"]]) < len(
-        CLUSTERS
-    ):
-        await asyncio.sleep(0.2)
+
+    async def registered() -> bool:
+        clusters = (await fleet.call("GET", "/v1/clusters"))["items"]
+        return len([c for c in clusters if c["nodes"]]) == len(CLUSTERS)
+
+    await eventually("every cluster registered with its nodes", registered)
     await inventory(fleet)
 
     section("two tenants submit work across vendors")
@@ -221,9 +223,9 @@ async def scenario(fleet: Fleet) -> None:
             for e in (await fleet.call("GET", f"/v1/jobs/{ids[name]}/events"))["items"]
             if e["reason"] == "Placed"
         ]
-        flavors = placed[-1]["data"]["flavors"] if placed else {}
+        flavors = placed[-1]["data"]["flavors"]
         print(
-            f"  heterogeneous {name}: one cluster ({placed[-1]['data']['cluster'] if placed else '?'}), "
+            f"  heterogeneous {name}: one cluster ({placed[-1]['data']['cluster']}), "
             + ", ".join(f"{t} on {f or 'CPU'}" for t, f in flavors.items())
         )
 
@@ -266,7 +268,8 @@ async def scenario(fleet: Fleet) -> None:
         print(f"  victim {victim[:8]} went: " + " → ".join(e["reason"] for e in ve))
         final = await wait_for(fleet, victim, {"Running", "Succeeded"}, 60)
         print(
-            f"  victim {victim[:8]} re-ran: now {final['state']} on {final['cluster']} (epoch {final['epoch']})"
+            f"  victim {victim[:8]} re-ran: {final['state']} on {final['cluster']}"
+            f", epoch {final['epoch']}"
         )
 
     section("a job that waits, and why (suanpan explain)")

@@ -7,26 +7,18 @@ loopback port with PostgreSQL; the scheduling loop is the real controller.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from cluster_agents.backends.simulated import SimulatedCluster
-from deploy.fleet import Fleet
+from deploy.fleet import Fleet, eventually
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from tests.integration.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
-
-
-async def eventually(what: str, check: Callable[[], Awaitable[bool]], seconds: float = 30) -> None:
-    """Wait until `check` holds (bounded; the failure names what never happened)."""
-    async with asyncio.timeout(seconds):
-        while not await check():  # noqa: ASYNC110 - polling systems that push no events here
-            await asyncio.sleep(0.1)
-    assert await check(), what
 
 
 class JobFleet(Fleet):
