@@ -250,7 +250,9 @@ async def test_a_silent_cluster_is_not_ready_until_its_agent_calls_again(hub: Hu
     agent = await _agent(hub, "east", [_node("n1")])
     loop = await _loop(hub)
     async with hub.db.transaction() as conn:
-        await conn.exec_driver_sql("UPDATE clusters SET last_heartbeat = now() - interval '30 seconds'")
+        await conn.exec_driver_sql(
+            "UPDATE clusters SET last_heartbeat = now() - interval '30 seconds'"
+        )
     assert await loop.check_health() == ["east NotReady"]
     _, cluster = await hub.call("GET", "/v1/clusters/east")
     assert cluster["state"] == "NotReady"
