@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cluster_agents.extender.cache import Cache, Reservation
-from cluster_agents.extender.decide import choose, reason
+from cluster_agents.extender.decide import choose
 from cluster_agents.extender.demand import format_devices, pod_info
 from cluster_agents.extender.wire import BindingArgs
 from federation.scheduling.devices import Preference
@@ -85,7 +85,7 @@ class Binder:
         async with self._locks[node]:
             model, decision = choose(self.cache, demand, node, self.prefer)
             if not decision.ok:
-                return BindOutcome(f"bind conflict on {node}: {reason(demand, decision)}", True)
+                return BindOutcome(f"bind conflict on {node}: {decision.reason}", True)
             held = decision.devices
             self.cache.reserve(
                 uid,

@@ -17,7 +17,7 @@ occupancy and fit results are memoized per generation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cluster_agents.extender.demand import Demand, PodInfo, pod_info
@@ -56,6 +56,38 @@ class Reservation:
     memory_mib: int = 0
 
 
+MAX_TABLES = 64  # demands (target, request) whose fits on every node are kept
+MAX_JOURNAL = 1 << 17  # changes remembered; a table older than that is rebuilt
+NOT_CACHED = "node not in the extender's cache yet"
+
+
+class FitTable:
+    """One demand's fit on every cached node, and the nodes where it fits."""
+
+    def __init__(self, demand: Demand) -> None:
+        self.demand = demand
+        self.passed: set[str] = set()
+        self.failed: dict[str, str] = {}  # INSUFFICIENT: node -> reason
+        self.unresolvable: dict[str, str] = {}  # UNRESOLVABLE: node -> reason
+        self.seen = 0  # the cache's changes applied
+
+    def set(self, node: str, decision: Fit) -> None:
+        """Record the fit on `node`."""
+        self.drop(node)
+        if decision.ok:
+            self.passed.add(node)
+        elif decision.code is FitCode.UNRESOLVABLE:
+            self.unresolvable[node] = decision.reason
+        else:
+            self.failed[node] = decision.reason
+
+    def drop(self, node: str) -> None:
+        """Forget a node that left."""
+        self.passed.discard(node)
+        self.failed.pop(node, None)
+        self.unresolvable.pop(node, None)
+
+
 def _placement(model: str, request: DeviceRequest | None, cpu: int, memory: int) -> PodRequest:
     return PodRequest(cpu, memory, request, frozenset({model}) if request else frozenset())
 
@@ -74,7 +106,9 @@ class Cache:
         self._reserved: dict[str, Reservation] = {}
         self._generation: dict[str, int] = {}
         self._occupancy: dict[tuple[str, str], tuple[int, Occupancy]] = {}
-        self._fits: dict[str, tuple[int, dict[tuple[str, DeviceRequest], Fit]]] = {}
+        self._journal: list[str] = []  # the node of every change, in order
+        self._dropped = 0  # journal entries forgotten (the journal starts at this change)
+        self._tables: dict[tuple[str, DeviceRequest], FitTable] = {}
 
     # --- inputs ------------------------------------------------------------------------------
 
@@ -91,7 +125,6 @@ class Cache:
         if self.nodes.pop(name, None) is not None:
             self.layout += 1
             self._touch(name)
-            self._fits.pop(name, None)
             for key in [k for k in self._occupancy if k[0] == name]:
                 del self._occupancy[key]
 
@@ -156,6 +189,11 @@ class Cache:
         """Grows whenever the node, its pods or its reservations change."""
         return self._generation.get(node, 0)
 
+    @property
+    def generations(self) -> Mapping[str, int]:
+        """Every node's generation (nodes never changed are absent: generation 0)."""
+        return self._generation
+
     def occupancy(self, node: str, model: str) -> Occupancy:
         """The node's devices of `model` with everything holding them placed (see module doc)."""
         gen = self.generation(node)
@@ -170,28 +208,47 @@ class Cache:
         return occupancy
 
     def fit(self, node: str, demand: Demand) -> Fit:
-        """`devices.fit` of the demand on the node now (memoized per node generation).
+        """Whether the demand fits the node now, and why not (see `fit_table`)."""
+        table = self.fit_table(demand)
+        if node in table.passed:
+            return Fit(FitCode.OK)
+        if node in table.unresolvable:
+            return Fit(FitCode.UNRESOLVABLE, table.unresolvable[node])
+        return Fit(FitCode.INSUFFICIENT, table.failed.get(node, NOT_CACHED))
 
-        Unknown nodes are INSUFFICIENT (the watch may catch up), nodes without the model
-        UNRESOLVABLE.
+    def fit_table(self, demand: Demand) -> FitTable:
+        """The demand's fit on every node, brought up to date from the change journal.
+
+        A demand seen for the first time costs one `devices.fit` per node; after that only
+        nodes changed since its last use are fitted again. Reasons start with the target.
         """
-        info = self.nodes.get(node)
-        if info is None:
-            return Fit(FitCode.INSUFFICIENT, "node not in the extender's cache yet")
-        resolved = info.resolve(demand.target)
-        if resolved is None:
-            return Fit(FitCode.UNRESOLVABLE, "no such devices on the node")
-        gen = self.generation(node)
-        memo = self._fits.get(node)
-        if memo is None or memo[0] != gen:
-            memo = (gen, {})
-            self._fits[node] = memo
-        key = (resolved.model.key, demand.request)
-        decision = memo[1].get(key)
-        if decision is None:
-            decision = devices.fit(self.occupancy(node, key[0]).devices, demand.request)
-            memo[1][key] = decision
-        return decision
+        key = (demand.target, demand.request)
+        table = self._tables.pop(key, None)
+        changed = self.changed_since(table.seen) if table else None
+        if table is None or changed is None:
+            if len(self._tables) >= MAX_TABLES:
+                del self._tables[next(iter(self._tables))]  # the least recently used
+            table = FitTable(demand)
+            changed = set(self.nodes)
+        for node in changed:
+            if node in self.nodes:
+                table.set(node, self._fit_now(node, demand))
+            else:
+                table.drop(node)
+        table.seen = self.changes
+        self._tables[key] = table
+        return table
+
+    @property
+    def changes(self) -> int:
+        """How many changes (to a node, its pods or its reservations) happened so far."""
+        return self._dropped + len(self._journal)
+
+    def changed_since(self, seen: int) -> set[str] | None:
+        """Nodes changed after the first `seen` changes; None if that is too long ago."""
+        if seen < self._dropped:
+            return None
+        return set(self._journal[seen - self._dropped :])
 
     def demands(self) -> Iterable[Demand]:
         """Device demands of the active pods (the observed workload)."""
@@ -199,8 +256,25 @@ class Cache:
 
     # --- internals ---------------------------------------------------------------------------
 
+    def _fit_now(self, node: str, demand: Demand) -> Fit:
+        resolved = self.nodes[node].resolve(demand.target)
+        if resolved is None:
+            decision = Fit(FitCode.UNRESOLVABLE, "no such devices on the node")
+        else:
+            occupancy = self.occupancy(node, resolved.model.key)
+            decision = devices.fit(occupancy.devices, demand.request)
+        return (
+            replace(decision, reason=f"{demand.target}: {decision.reason}")
+            if not decision.ok
+            else decision
+        )
+
     def _touch(self, node: str) -> None:
         self._generation[node] = self.generation(node) + 1
+        self._journal.append(node)
+        if len(self._journal) > MAX_JOURNAL:
+            self._dropped += len(self._journal)
+            self._journal.clear()
 
     def _unindex(self, pod: PodInfo | None) -> None:
         if pod is not None and pod.node:

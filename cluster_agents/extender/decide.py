@@ -7,13 +7,13 @@ the count) goes to `FailedAndUnresolvableNodes`, so preemption skips the node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cluster_agents.extender.cache import Cache
+from cluster_agents.extender.cache import NOT_CACHED, Cache
 from cluster_agents.extender.demand import Demand
 from federation.scheduling import devices
-from federation.scheduling.devices import Fit, FitCode, Preference
+from federation.scheduling.devices import Fit, Preference
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,23 +25,18 @@ class FilterOutcome:
     unresolvable: dict[str, str] = field(default_factory=dict)
 
 
-def reason(demand: Demand, decision: Fit) -> str:
-    """A failed fit in words, naming what was asked for."""
-    return f"{demand.target}: {decision.reason}"
-
-
-def filter_nodes(cache: Cache, demand: Demand, names: Iterable[str]) -> FilterOutcome:
+def filter_nodes(cache: Cache, demand: Demand, names: Sequence[str]) -> FilterOutcome:
     """Split `names` by whether `demand` fits each node now."""
-    outcome = FilterOutcome()
-    for name in names:
-        decision = cache.fit(name, demand)
-        if decision.ok:
-            outcome.passed.append(name)
-        elif decision.code is FitCode.UNRESOLVABLE:
-            outcome.unresolvable[name] = reason(demand, decision)
-        else:
-            outcome.failed[name] = reason(demand, decision)
-    return outcome
+    table = cache.fit_table(demand)
+    ok, failed, unresolvable = table.passed, table.failed, table.unresolvable
+    passed = [name for name in names if name in ok]
+    if len(passed) == len(names):
+        return FilterOutcome(passed)
+    return FilterOutcome(
+        passed,
+        {n: failed.get(n, NOT_CACHED) for n in names if n not in ok and n not in unresolvable},
+        {n: unresolvable[n] for n in names if n in unresolvable},
+    )
 
 
 def choose(cache: Cache, demand: Demand, node: str, prefer: Preference) -> tuple[str, Fit]:
@@ -51,4 +46,5 @@ def choose(cache: Cache, demand: Demand, node: str, prefer: Preference) -> tuple
     if resolved is None:
         return "", cache.fit(node, demand)
     model = resolved.model.key
-    return model, devices.fit(cache.occupancy(node, model).devices, demand.request, prefer=prefer)
+    decision = devices.fit(cache.occupancy(node, model).devices, demand.request, prefer=prefer)
+    return model, decision if decision.ok else cache.fit(node, demand)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
@@ -20,17 +20,20 @@ class NodeInfo:
     devices: tuple[ResolvedDevices, ...] = ()
     cpu_milli: int = 0
     memory_mib: int = 0
+    _targets: dict[str, ResolvedDevices] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        targets = {r: d for d in reversed(self.devices) for r in d.model.resources}
+        targets.update((d.model.key, d) for d in self.devices)
+        object.__setattr__(self, "_targets", targets)
 
     def resolve(self, target: str) -> ResolvedDevices | None:
         """The node's devices a demand's target (model key or resource name) means here."""
-        for resolved in self.devices:
-            if resolved.model.key == target or target in resolved.model.resources:
-                return resolved
-        return None
+        return self._targets.get(target)
 
     def model(self, key: str) -> ResolvedDevices | None:
         """The node's devices of the model `key`."""
-        return next((r for r in self.devices if r.model.key == key), None)
+        return self._targets.get(key)
 
 
 def node_info(catalog: Catalog, node: Mapping[str, Any]) -> NodeInfo:

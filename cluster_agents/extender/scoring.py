@@ -87,12 +87,6 @@ def accepted_models(catalog: Catalog, target: str) -> frozenset[str]:
     return frozenset(m.key for m in catalog.models.values() if target in m.resources)
 
 
-def pod_request(catalog: Catalog, demand: Demand) -> PodRequest:
-    """The placement request of a demand."""
-    models = accepted_models(catalog, demand.target)
-    return PodRequest(demand.cpu_milli, demand.memory_mib, demand.request, models)
-
-
 class Prioritizer:
     """Scores nodes for a demand with one placement policy over a mirrored pool."""
 
@@ -110,9 +104,12 @@ class Prioritizer:
         self._clock = clock
         self._ttl = workload_ttl_s
         self._layout = -1
+        self._seen = 0  # the cache's changes the pool reflects
         self._pool = Pool([])
         self._rows: dict[tuple[str, str], int] = {}
-        self._synced: list[int] = []
+        self._node_rows: dict[str, list[int]] = {}
+        self._by_target: dict[str, dict[str, int]] = {}
+        self._models: dict[str, frozenset[str]] = {}
         self._placed: list[tuple[Placed, ...]] = []
         self._scorer: Scorer | None = None
         self._types: set[TaskType] = set()
@@ -120,72 +117,94 @@ class Prioritizer:
 
     def scores(self, demand: Demand, names: Iterable[str]) -> dict[str, int]:
         """Score 0..10 per node name; 0 for nodes where the demand does not fit."""
-        self._ensure_pool()
-        result: dict[str, int] = {}
-        feasible = np.zeros(len(self._pool), dtype=np.bool_)
-        rows: list[tuple[str, int]] = []
-        for name in names:
-            result[name] = 0
-            info = self.cache.nodes.get(name)
-            resolved = info.resolve(demand.target) if info else None
-            row = self._rows.get((name, resolved.model.key)) if resolved else None
-            if row is None or not self.cache.fit(name, demand).ok:
-                continue
-            self._sync(row)
-            feasible[row] = True
-            rows.append((name, row))
-        if rows:
-            req = pod_request(self.cache.catalog, demand)
-            values = normalized(self._scorer_for(req).score(req, feasible))
-            for name, row in rows:
-                result[name] = round(float(values[row]) * MAX_PRIORITY / 100)
+        self._catch_up()
+        names = list(names)
+        of_target = self._rows_of(demand.target)
+        passed = self.cache.fit_table(demand).passed
+        fitting = [n for n in names if n in passed and n in of_target]
+        result = dict.fromkeys(names, 0)
+        if fitting:
+            rows = [of_target[n] for n in fitting]
+            feasible = np.zeros(len(self._pool), dtype=np.bool_)
+            feasible[rows] = True
+            req = self._request(demand)
+            values = normalized(self._scorer_for(req).score(req, feasible))[rows]
+            scaled = np.rint(values * MAX_PRIORITY / 100).astype(int).tolist()
+            result.update(zip(fitting, scaled, strict=True))
         return result
 
-    def _ensure_pool(self) -> None:
-        if self._layout == self.cache.layout:
+    def _request(self, demand: Demand) -> PodRequest:
+        models = self._models.get(demand.target)
+        if models is None:
+            models = self._models[demand.target] = accepted_models(
+                self.cache.catalog, demand.target
+            )
+        return PodRequest(demand.cpu_milli, demand.memory_mib, demand.request, models)
+
+    def _rows_of(self, target: str) -> dict[str, int]:
+        """Node name -> pool row of the devices `target` means on that node."""
+        rows = self._by_target.get(target)
+        if rows is None:
+            rows = {}
+            for name, info in self.cache.nodes.items():
+                resolved = info.resolve(target)
+                if resolved is not None:
+                    rows[name] = self._rows[(name, resolved.model.key)]
+            self._by_target[target] = rows
+        return rows
+
+    def _catch_up(self) -> None:
+        """Re-sync the rows of nodes changed since the last call; rebuild on a new layout."""
+        changed = self.cache.changed_since(self._seen)
+        if changed is None or self._layout != self.cache.layout:
+            self._rebuild()
             return
+        for name in changed:
+            for row in self._node_rows.get(name, ()):
+                self._sync(row)
+        self._seen = self.cache.changes
+
+    def _rebuild(self) -> None:
+        cache = self.cache
         keys = [
-            (info.name, resolved)
-            for info in sorted(self.cache.nodes.values(), key=lambda n: n.name)
+            (info, resolved)
+            for info in sorted(cache.nodes.values(), key=lambda n: n.name)
             for resolved in info.devices
         ]
         self._pool = Pool(
             [
-                PoolNode(
-                    name,
-                    self.cache.nodes[name].cpu_milli,
-                    self.cache.nodes[name].memory_mib,
-                    empty_devices(resolved),
-                )
-                for name, resolved in keys
+                PoolNode(info.name, info.cpu_milli, info.memory_mib, empty_devices(resolved))
+                for info, resolved in keys
             ]
         )
-        self._rows = {(name, r.model.key): i for i, (name, r) in enumerate(keys)}
-        self._synced = [-1] * len(keys)
+        self._rows = {(info.name, r.model.key): i for i, (info, r) in enumerate(keys)}
+        self._node_rows = {}
+        for (name, _), row in self._rows.items():
+            self._node_rows.setdefault(name, []).append(row)
+        self._by_target = {}
         self._placed = [()] * len(keys)
         self._scorer = None
-        self._layout = self.cache.layout
+        for row in range(len(keys)):
+            self._sync(row)
+        self._layout, self._seen = cache.layout, cache.changes
 
     def _sync(self, row: int) -> None:
+        """Bring pool row `row` to its node's current occupancy, changing only what changed."""
         name = self._pool.names[row]
-        generation = self.cache.generation(name)
-        if self._synced[row] == generation:
-            return
-        for placed in reversed(self._placed[row]):
-            self._pool.remove(row, placed.request, placed.devices)
         model = self._pool.model_names[int(self._pool.model_id[row])]
         current = self.cache.occupancy(name, model).placed
-        for placed in current:
+        before, after = Counter(self._placed[row]), Counter(current)
+        for placed in (before - after).elements():
+            self._pool.remove(row, placed.request, placed.devices)
+        for placed in (after - before).elements():
             self._pool.place(row, placed.request, placed.devices)
         self._placed[row] = current
-        self._synced[row] = generation
 
     def _scorer_for(self, req: PodRequest) -> Scorer:
         wanted = task_type(req)
         stale = self._clock() - self._scored_at > self._ttl or wanted not in self._types
         if self._scorer is None or (self.policy_name in ("fgd", "suanpan") and stale):
-            catalog = self.cache.catalog
-            types = Counter(task_type(pod_request(catalog, d)) for d in self.cache.demands())
+            types = Counter(task_type(self._request(d)) for d in self.cache.demands())
             types[wanted] += 0 if types[wanted] else 1
             self._types = set(types)
             self._scorer = policy(self.policy_name, types.elements()).bind(

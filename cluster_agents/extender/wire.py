@@ -41,7 +41,7 @@ def parse_args(body: Any) -> ExtenderArgs:
     nodes = (fields.get("nodes") or {}).get("items") if fields.get("nodes") else None
     if names is None and nodes is not None:
         names = [(n.get("metadata") or {}).get("name", "") for n in nodes]
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         raise WireError("ExtenderArgs needs NodeNames (a list of strings) or Nodes.items")
     return ExtenderArgs(pod, names, nodes)
 
