@@ -8,9 +8,11 @@ from aiohttp import web
 
 from api.auth import auth_middleware
 from api.context import CONTEXT, HubContext
+from api.feasibility import FleetCheck
 from api.metrics import metrics_middleware
 from api.problems import problem_middleware
 from api.routes import API
+from federation.catalog import Catalog, load_catalog
 from federation.store.database import Database
 from federation.store.listener import JOBS, PLACEMENTS, Listener
 
@@ -18,13 +20,18 @@ MAX_BODY_BYTES = 1 << 20
 VERSION = "0.1.0"
 
 
-def create_app(db: Database, *, version: str = VERSION) -> web.Application:
+def create_app(
+    db: Database, *, version: str = VERSION, catalog: Catalog | None = None
+) -> web.Application:
     """Build the REST application over `db` (the caller owns the database's lifetime)."""
+    catalog = catalog or load_catalog()
     app = web.Application(
         middlewares=[metrics_middleware, problem_middleware, auth_middleware],
         client_max_size=MAX_BODY_BYTES,
     )
-    app[CONTEXT] = HubContext(db=db, version=version)
+    app[CONTEXT] = HubContext(
+        db=db, version=version, catalog=catalog, fleet_check=FleetCheck(db, catalog)
+    )
     app.cleanup_ctx.append(_listen)
     API.install(app)
     return app

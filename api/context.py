@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from api.feasibility import FleetCheck
+from federation.catalog import Catalog
 from federation.store.database import Database
 from federation.store.listener import Listener
 
@@ -16,6 +18,8 @@ class HubContext:
 
     db: Database
     version: str
+    catalog: Catalog
+    fleet_check: FleetCheck
     listener: Listener | None = None
 
 

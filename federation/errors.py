@@ -72,6 +72,20 @@ class Unauthorized(SuanpanError):
         super().__init__(detail, 401, "Unauthorized", "unauthorized")
 
 
+class Unrunnable(SuanpanError):
+    """No cluster of the fleet could ever run the job, even empty (fail fast)."""
+
+    def __init__(self, reasons: dict[str, str], job: str) -> None:
+        detail = "; ".join(f"{c}: {r}" for c, r in sorted(reasons.items()))
+        super().__init__(
+            f"job {job!r} can never run in this fleet: {detail}",
+            422,
+            "Unschedulable",
+            "unschedulable",
+            extra={"clusters": reasons},
+        )
+
+
 class IllegalTransition(SuanpanError):
     """A lifecycle transition that the transition table does not allow."""
 

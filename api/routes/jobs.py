@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -13,11 +14,12 @@ from api.registry import WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, job_out, parse_id
 from api.schemas import ClusterReason, EventList, EventQuery, Explanation, JobList, JobOut, JobQuery
-from federation.errors import FieldError, InvalidInput, NotFound
+from federation.errors import FieldError, InvalidInput, NotFound, Unrunnable
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.records import Principal, Tenant
+from federation.to_core import JobFacts, UnknownFlavor, core_job
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -41,6 +43,28 @@ async def _submit_tenant(conn: AsyncConnection, who: Principal, manifest: JobMan
             f"no tenant named {named!r}",
             [FieldError("metadata.tenant", f"no tenant named {named!r}", "an existing tenant")],
         ) from exc
+
+
+async def _check_runnable(
+    call: Call, manifest: JobManifest, spec: dict[str, Any], queue: str, priority: int
+) -> None:
+    """Refuse flavors the catalog lacks and jobs no cluster of the fleet could ever run."""
+    hub = ctx(call.request)
+    facts = JobFacts(
+        id="submission", queue=queue, priority=priority, preemptible=False, created_at=0
+    )
+    try:
+        core = core_job(hub.catalog, facts, spec)
+    except UnknownFlavor as exc:
+        raise InvalidInput(
+            str(exc), [FieldError(exc.path, "matches no catalog model", "see /v1/flavors")]
+        ) from exc
+    rejected = await hub.fleet_check.rejection(core, spec["spec"])
+    if rejected is not None:
+        raise Unrunnable(
+            {cluster: str(status) for cluster, status in rejected.reasons.items()},
+            manifest.metadata.name,
+        )
 
 
 @API.op(
@@ -86,6 +110,7 @@ async def submit_job(call: Call) -> Reply:
                     )
                 ],
             ) from exc
+        await _check_runnable(call, manifest, spec, f"{tenant.name}/{queue.name}", priority)
         job, created = await job_store.submit(
             conn,
             job_store.NewJob(

@@ -250,3 +250,44 @@ async def list_priority_classes(call: Call) -> Reply:
     async with ctx(call.request).db.connection() as conn:
         rows = await tenancy.list_priority_classes(conn)
     return Reply(200, PriorityClassList(items=[PriorityClassOut(**r) for r in rows]))
+
+
+class FlavorOut(BaseModel):
+    """An accelerator model of the catalog: what `anyOf` flavors may name."""
+
+    flavor: str
+    vendor: str
+    model: str
+    memory_mib: int = Field(serialization_alias="memoryMib")
+    fp16_tflops: float = Field(serialization_alias="fp16Tflops")
+    speed: float
+    resource: str
+    sharing: bool
+    aliases: list[str]
+
+
+class FlavorList(BaseModel):
+    """The catalog's accelerator models."""
+
+    items: list[FlavorOut]
+
+
+@API.op("GET", "/v1/flavors", summary="List accelerator flavors", tag="queues", response=FlavorList)
+async def list_flavors(call: Call) -> Reply:
+    """Every accelerator model jobs may ask for, with its normalized speed."""
+    catalog = ctx(call.request).catalog
+    items = [
+        FlavorOut(
+            flavor=m.key,
+            vendor=m.vendor.value,
+            model=m.model,
+            memory_mib=m.memory_mib,
+            fp16_tflops=m.fp16_tflops,
+            speed=m.speed,
+            resource=m.resource,
+            sharing=m.sharing.enabled,
+            aliases=list(m.aliases),
+        )
+        for m in sorted(catalog.models.values(), key=lambda m: m.key)
+    ]
+    return Reply(200, FlavorList(items=items))

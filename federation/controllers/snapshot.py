@@ -58,9 +58,10 @@ def _seconds(ts: datetime | None) -> float:
     return ts.timestamp() if ts is not None else 0.0
 
 
-async def _clusters(
+async def clusters_of_fleet(
     conn: AsyncConnection, catalog: Catalog
 ) -> tuple[list[Cluster], dict[str, uuid.UUID]]:
+    """Every cluster with its nodes and devices, and the ids by cluster name."""
     device_rows: dict[tuple[uuid.UUID, str], list[DeviceRow]] = defaultdict(list)
     for d in await conn.execute(sa.select(devices)):
         m = d._mapping
@@ -96,7 +97,8 @@ async def _clusters(
     return out, ids
 
 
-async def _queues(conn: AsyncConnection) -> list[Queue]:
+async def queue_models(conn: AsyncConnection) -> list[Queue]:
+    """Every queue as the core models it (named "<tenant>/<queue>")."""
     rows = await conn.execute(
         sa.select(queues, tenants.c.name.label("tenant")).join(
             tenants, tenants.c.id == queues.c.tenant_id
@@ -120,9 +122,9 @@ async def read(
     conn: AsyncConnection, catalog: Catalog, *, now: float, max_pending: int = 5000
 ) -> Read:
     """Everything one cycle needs, read in the caller's (repeatable-read) transaction."""
-    fleet, cluster_ids = await _clusters(conn, catalog)
+    fleet, cluster_ids = await clusters_of_fleet(conn, catalog)
     cluster_names = {v: k for k, v in cluster_ids.items()}
-    queue_list = await _queues(conn)
+    queue_list = await queue_models(conn)
     job_cols = (
         jobs.c.id,
         jobs.c.spec,

@@ -139,22 +139,57 @@ async def test_a_gang_is_placed_dispatched_run_and_released(hub: Hub) -> None:
     ]
 
 
-async def test_a_waiting_job_is_explained_per_cluster_and_an_impossible_one_rejected(
-    hub: Hub,
-) -> None:
+async def test_a_waiting_job_is_explained_per_cluster(hub: Hub) -> None:
     user = await hub.tenant_with_queue("acme")
     await _agent(hub, "east", [_node("n1", used=6)])
     await _agent(hub, "west", [_node("w1", used=4)])
     _, waits = await hub.call("POST", "/v1/jobs", user, json=_job("waits", replicas=1, count=8))
-    _, never = await hub.call("POST", "/v1/jobs", user, json=_job("never", replicas=1, count=32))
     loop = await _loop(hub)
     await loop.cycle()
     _, why = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
     assert why["state"] == "Queued"
     assert {c["cluster"] for c in why["clusters"]} == {"east", "west"}
     assert all(c["code"] == "unschedulable" and c["reason"] for c in why["clusters"])
-    _, never = await hub.call("GET", f"/v1/jobs/{never['id']}", user)
-    assert never["state"] == "Failed" and never["reason"] == "Unschedulable"
+
+
+async def test_a_job_no_cluster_could_ever_run_is_refused_at_submission(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("n1")])
+    status, problem = await hub.call(
+        "POST", "/v1/jobs", user, json=_job("never", replicas=1, count=32)
+    )
+    assert status == 422 and problem["type"].endswith("/unschedulable")
+    assert set(problem["clusters"]) == {"east"} and "32" in problem["clusters"]["east"]
+    _, page = await hub.call("GET", "/v1/jobs", user)
+    assert page["items"] == []
+
+
+async def test_a_job_the_fleet_can_no_longer_run_fails_in_the_loop(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("big", 16)])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("wide", replicas=1, count=16))
+    assert job["state"] == "Queued"
+    await hub.call(
+        "POST",
+        "/v1/agent/inventory",
+        agent,
+        json={"generation": 2, "full": True, "nodes": [_node("small", 8)]},
+    )
+    await (await _loop(hub)).cycle()
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert job["state"] == "Failed" and job["reason"] == "Unschedulable"
+
+
+async def test_an_unknown_flavor_is_refused_with_its_field(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    manifest = _job("typo", replicas=1, count=1)
+    manifest["spec"]["tasks"][0]["resources"]["accelerators"]["anyOf"] = [
+        {"flavor": "huawei/Ascend910B3"},
+        {"flavor": "nvidia/H1000"},
+    ]
+    status, problem = await hub.call("POST", "/v1/jobs", user, json=manifest)
+    assert status == 422
+    assert problem["errors"][0]["path"] == "spec.tasks[0].resources.accelerators.anyOf[1].flavor"
 
 
 async def test_high_priority_preempts_and_the_victim_is_requeued_and_rerun(hub: Hub) -> None:
