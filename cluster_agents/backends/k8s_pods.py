@@ -1,0 +1,136 @@
+"""Suanpan's pods as the agent reports them: phase, node and the real reason (pure).
+
+The reason, first that applies:
+
+1. `NodeLost`: the pod is bound to a node that is gone (then the pod is Failed: it will
+   never run there again) or not Ready (phase left alone: the node may come back);
+2. the pod's own `status.reason` (Evicted, OOMKilled from kwok, DeadlineExceeded, ...);
+3. a container (init containers first) waiting for a reason other than a normal start
+   (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, CreateContainerConfigError, ...);
+4. a container terminated with a reason other than Completed (OOMKilled, Error, ...);
+5. `PodScheduled=False`: its reason (Unschedulable, SchedulingGated) and message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast, get_args
+
+from cluster_agents.agent.backend import PodPhase, PodStatus
+from cluster_agents.backends.k8s_api import timestamp
+from federation.wire import annotations as ann
+
+NODE_LOST = "NodeLost"
+MESSAGE_MAX = 1024
+_PHASES: frozenset[str] = frozenset(get_args(PodPhase))
+_STARTING = frozenset({"ContainerCreating", "PodInitializing"})
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedPod:
+    """A pod Suanpan created, with the reason its own status gives."""
+
+    name: str
+    job: str
+    epoch: int
+    task: str
+    replica: int
+    phase: PodPhase
+    node: str
+    reason: str
+    message: str
+    deleting: bool
+    created_at: float
+
+
+def _int(text: str | None) -> int:
+    try:
+        return int(text or 0)
+    except ValueError:
+        return 0
+
+
+def _phase(status: Mapping[str, Any]) -> PodPhase:
+    phase = status.get("phase") or "Pending"
+    return cast(PodPhase, phase) if phase in _PHASES else "Unknown"
+
+
+def _container_reason(status: Mapping[str, Any], state: str) -> tuple[str, str]:
+    """The first container (init ones first) in `state` with a reason that says something."""
+    for c in (
+        *(status.get("initContainerStatuses") or ()),
+        *(status.get("containerStatuses") or ()),
+    ):
+        detail = (c.get("state") or {}).get(state) or {}
+        reason = detail.get("reason") or ""
+        if reason and reason not in _STARTING and reason != "Completed":
+            message = detail.get("message") or ""
+            last = ((c.get("lastState") or {}).get("terminated") or {}).get("reason")
+            if state == "waiting" and last:
+                message = f"{message} (last termination: {last})".strip()
+            return reason, f"container {c.get('name', '')}: {message or reason}"
+    return "", ""
+
+
+def _reason(status: Mapping[str, Any]) -> tuple[str, str]:
+    if status.get("reason"):
+        return str(status["reason"]), str(status.get("message") or "")
+    for state in ("waiting", "terminated"):
+        found = _container_reason(status, state)
+        if found[0]:
+            return found
+    for cond in status.get("conditions") or ():
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
+            return str(cond.get("reason") or "Unschedulable"), str(cond.get("message") or "")
+    return "", ""
+
+
+def managed_pod(pod: Mapping[str, Any]) -> ManagedPod | None:
+    """Parse a v1 Pod Suanpan created (label `suanpan.io/managed=true`); None for others.
+
+    Unparsable job labels give epoch 0, which no placement has: the agent fences such pods.
+    """
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if labels.get(ann.MANAGED_LABEL) != "true":
+        return None
+    status = pod.get("status") or {}
+    reason, message = _reason(status)
+    return ManagedPod(
+        name=meta.get("name", ""),
+        job=labels.get(ann.JOB_LABEL, ""),
+        epoch=_int(labels.get(ann.EPOCH_LABEL)),
+        task=labels.get(ann.TASK_LABEL, ""),
+        replica=_int(labels.get(ann.REPLICA_LABEL)),
+        phase=_phase(status),
+        node=(pod.get("spec") or {}).get("nodeName") or "",
+        reason=reason,
+        message=message[:MESSAGE_MAX],
+        deleting=bool(meta.get("deletionTimestamp")),
+        created_at=timestamp(meta.get("creationTimestamp")),
+    )
+
+
+def pod_status(pod: ManagedPod, node_ready: bool | None) -> PodStatus:
+    """The pod's status given its node's readiness (None: the node does not exist)."""
+    phase, reason, message = pod.phase, pod.reason, pod.message
+    if pod.node and phase not in ("Succeeded", "Failed") and node_ready is not True:
+        reason = NODE_LOST
+        if node_ready is None:
+            phase, message = "Failed", f"node {pod.node} is gone"
+        else:
+            message = f"node {pod.node} is not Ready"
+    return PodStatus(
+        name=pod.name,
+        job=pod.job,
+        epoch=pod.epoch,
+        task=pod.task,
+        replica=pod.replica,
+        phase=phase,
+        node=pod.node,
+        reason=reason,
+        message=message,
+        deleting=pod.deleting,
+        created_at=pod.created_at,
+    )

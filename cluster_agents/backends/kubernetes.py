@@ -1,0 +1,273 @@
+"""The agent's backend for a real Kubernetes cluster (kubernetes_asyncio).
+
+Nodes and pods of the whole cluster are listed and watched into a `ClusterCache`, from which
+`nodes()` and `pods()` answer without I/O. Pods are created in the agent's namespace under
+one owner ConfigMap per (job, epoch) and with a PriorityClass per hub priority class; see
+docs/agent-kubernetes.md for the RBAC this needs and how occupancy is computed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Collection, Iterable
+from typing import Any
+
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import (
+    ApiClient,
+    Configuration,
+    CoreV1Api,
+    SchedulingV1Api,
+    V1Namespace,
+    V1ObjectMeta,
+    V1OwnerReference,
+    V1Pod,
+    VersionApi,
+)
+from prometheus_client import CollectorRegistry
+
+from cluster_agents.agent.backend import ClusterFacts, PodSpec, PodStatus
+from cluster_agents.backends.k8s_api import JSON, KubeAPIError, call
+from cluster_agents.backends.k8s_cache import ClusterCache
+from cluster_agents.backends.k8s_metrics import BackendMetrics
+from cluster_agents.backends.k8s_render import (
+    owner_name,
+    owner_reference,
+    render_owner,
+    render_pod,
+    render_priority_class,
+)
+from cluster_agents.backends.k8s_watch import Reflector
+from federation.catalog import Catalog
+from federation.wire import annotations as ann
+from federation.wire.agent import NodeInfo
+
+log = logging.getLogger(__name__)
+
+REQUEST_TIMEOUT_S = 30.0
+
+
+class KubernetesBackend:
+    """`ClusterBackend` over a real cluster: list+watch for reads, the API for writes.
+
+    `kubeconfig` None means in-cluster configuration (the agent's service account).
+    Metrics go to `registry` (a private one when None), see `BackendMetrics`.
+    """
+
+    def __init__(
+        self,
+        kubeconfig: str | None,
+        namespace: str,
+        catalog: Catalog,
+        *,
+        clock: Callable[[], float] = time.time,
+        registry: CollectorRegistry | None = None,
+        concurrency: int = 16,
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.namespace = namespace
+        self.metrics = BackendMetrics(registry)
+        self.watches: dict[str, Reflector] = {}  # "nodes", "pods"
+        self._clock = clock
+        self._cache = ClusterCache(catalog, namespace)
+        self.changed = self._cache.changed
+        self._limit = asyncio.Semaphore(concurrency)
+        self._api: ApiClient | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._priority_classes: set[str] = set()  # known to exist
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Connect, create the namespace if missing, list nodes and pods, start watching."""
+        configuration = Configuration()
+        if self.kubeconfig is None:
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await kube_config.load_kube_config(
+                config_file=self.kubeconfig, client_configuration=configuration
+            )
+        self._api = ApiClient(configuration)
+        try:
+            await self._ensure_namespace()
+            core = self._core
+            self.watches = {
+                resource: Reflector(resource, lister, store, self.metrics, self._clock)
+                for resource, lister, store in (
+                    ("nodes", core.list_node, self._cache.node_store),
+                    ("pods", core.list_pod_for_all_namespaces, self._cache.pod_store),
+                )
+            }
+            await asyncio.gather(*(w.sync() for w in self.watches.values()))
+        except BaseException:
+            await self.stop()
+            raise
+        self._tasks = [
+            asyncio.create_task(w.run(), name=f"watch-{w.resource}") for w in self.watches.values()
+        ]
+
+    async def stop(self) -> None:
+        """Stop watching and close the connections."""
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._api is not None:
+            await self._api.close()
+            self._api = None
+
+    # --- reads ---------------------------------------------------------------------------
+
+    async def facts(self) -> ClusterFacts:
+        """The apiserver's version."""
+        _, body = await self._call(VersionApi(self._client).get_code)
+        return ClusterFacts(kubernetes_version=str(body.get("gitVersion", "")))
+
+    def nodes(self) -> list[NodeInfo]:
+        """Every node with allocatable, what all its pods use, and its devices."""
+        return self._cache.nodes()
+
+    def pods(self) -> list[PodStatus]:
+        """Suanpan's pods in the namespace."""
+        return self._cache.pods()
+
+    def now(self) -> float:
+        """Wall-clock seconds."""
+        return self._clock()
+
+    # --- writes --------------------------------------------------------------------------
+
+    async def create_pods(self, pods: list[PodSpec]) -> None:
+        """Create the pods not known yet; one that already exists (409) is left alone."""
+        todo = [p for p in pods if not self._cache.has_pod(p.namespace, p.name)]
+        classes = {p.priority_class: p.priority for p in todo if p.priority_class}
+        await self._each(
+            self._ensure_priority_class(name, value)
+            for name, value in classes.items()
+            if name not in self._priority_classes
+        )
+        placements: defaultdict[tuple[str, str, int], list[PodSpec]] = defaultdict(list)
+        for spec in todo:
+            placements[(spec.namespace, spec.job, spec.epoch)].append(spec)
+        await self._each(self._create_placement(*key, specs) for key, specs in placements.items())
+
+    async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
+        """Delete pods of the namespace (gone already is fine), then the owners left empty."""
+        managed = [m for m in map(self._cache.managed, names) if m is not None]
+        await self._each(self._delete_pod(name, grace_seconds) for name in names)
+        leaving = set(names)
+        empty = {
+            (m.job, m.epoch)
+            for m in managed
+            if all(
+                p.name in leaving or p.deleting for p in self._cache.placement_pods(m.job, m.epoch)
+            )
+        }
+        await self._each(self._delete_owner(job, epoch) for job, epoch in empty)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    @property
+    def _client(self) -> ApiClient:
+        if self._api is None:
+            raise RuntimeError("KubernetesBackend used before start()")
+        return self._api
+
+    @property
+    def _core(self) -> CoreV1Api:
+        return CoreV1Api(self._client)
+
+    async def _call(
+        self,
+        method: Callable[..., Awaitable[Any]],
+        *args: Any,
+        accept: Collection[int] = (),
+        **kwargs: Any,
+    ) -> tuple[int, JSON]:
+        """Call a generated-client method for its raw JSON, `concurrency` at a time."""
+        async with self._limit:
+            request = method(
+                *args, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S, **kwargs
+            )
+            return await call(self.metrics, method.__name__, request, accept)
+
+    async def _each(self, calls: Iterable[Awaitable[None]]) -> None:
+        """Run calls concurrently; once all ended, raise if any failed."""
+        results = await asyncio.gather(*calls, return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        for error in errors:
+            if not isinstance(error, KubeAPIError):
+                raise error
+        if errors:
+            first = errors[0]
+            assert isinstance(first, KubeAPIError)
+            raise KubeAPIError(first.status, f"{len(errors)} of {len(results)} failed: {first}")
+
+    async def _ensure_namespace(self) -> None:
+        status, _ = await self._call(self._core.read_namespace, self.namespace, accept=(404,))
+        if status == 404:
+            body = V1Namespace(
+                metadata=V1ObjectMeta(name=self.namespace, labels={ann.MANAGED_LABEL: "true"})
+            )
+            await self._call(self._core.create_namespace, body, accept=(409,))
+
+    async def _ensure_priority_class(self, name: str, value: int) -> None:
+        """Create the PriorityClass unless it exists (its value is then the existing one)."""
+        api = SchedulingV1Api(self._client)
+        await self._call(
+            api.create_priority_class, render_priority_class(name, value), accept=(409,)
+        )
+        self._priority_classes.add(name)
+
+    async def _owner(self, namespace: str, job: str, epoch: int) -> V1OwnerReference:
+        """A reference to the placement's owner ConfigMap, created if missing."""
+        core = self._core
+        body = render_owner(job, epoch, namespace)
+        status, obj = await self._call(
+            core.create_namespaced_config_map, namespace, body, accept=(409,)
+        )
+        if status == 409:
+            name = owner_name(job, epoch)
+            _, obj = await self._call(core.read_namespaced_config_map, name, namespace)
+            if obj["metadata"].get("deletionTimestamp"):
+                raise KubeAPIError(409, f"owner {namespace}/{name} is being deleted; retry later")
+        return owner_reference(job, epoch, obj["metadata"]["uid"])
+
+    async def _create_placement(
+        self, namespace: str, job: str, epoch: int, specs: list[PodSpec]
+    ) -> None:
+        owner = await self._owner(namespace, job, epoch)
+        await self._each(self._create_pod(render_pod(spec, owner)) for spec in specs)
+
+    async def _create_pod(self, pod: V1Pod) -> None:
+        status, body = await self._call(
+            self._core.create_namespaced_pod, pod.metadata.namespace, pod, accept=(409,)
+        )
+        if status != 409:
+            self._cache.upsert_created(body)
+
+    async def _delete_pod(self, name: str, grace_seconds: int) -> None:
+        await self._call(
+            self._core.delete_namespaced_pod,
+            name,
+            self.namespace,
+            grace_period_seconds=grace_seconds,
+            accept=(404,),
+        )
+
+    async def _delete_owner(self, job: str, epoch: int) -> None:
+        """Delete an owner whose pods are all being deleted already. Orphan propagation: the
+        pods keep the grace period they were given, not the garbage collector's default."""
+        await self._call(
+            self._core.delete_namespaced_config_map,
+            owner_name(job, epoch),
+            self.namespace,
+            propagation_policy="Orphan",
+            accept=(404,),
+        )
