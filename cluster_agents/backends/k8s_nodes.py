@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
+
+from pydantic import ValidationError
 
 from cluster_agents.extender.demand import PodInfo
 from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
@@ -25,7 +27,6 @@ from federation.scheduling.devices import WHOLE
 from federation.wire.agent import DeviceInfo, NodeInfo, Taint
 
 MIB = 1024 * 1024
-_EFFECTS = frozenset(get_args(Taint.model_fields["effect"].annotation))
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,14 @@ def _models(
     return tuple(models)
 
 
+def _taint(raw: Mapping[str, Any]) -> Taint | None:
+    """A taint the hub can take (a known effect, a key within the wire's limits), else None."""
+    try:
+        return Taint(key=raw.get("key", ""), value=raw.get("value") or "", effect=raw.get("effect"))
+    except ValidationError:
+        return None
+
+
 def node_view(catalog: Catalog, node: Mapping[str, Any]) -> NodeView:
     """Parse a v1 Node."""
     meta, spec, status = (
@@ -108,11 +117,7 @@ def node_view(catalog: Catalog, node: Mapping[str, Any]) -> NodeView:
     return NodeView(
         name=meta.get("name", ""),
         labels=dict(meta.get("labels") or {}),
-        taints=tuple(
-            Taint(key=t["key"], value=t.get("value") or "", effect=t["effect"])
-            for t in spec.get("taints") or ()
-            if t.get("key") and t.get("effect") in _EFFECTS
-        ),
+        taints=tuple(t for t in map(_taint, spec.get("taints") or ()) if t is not None),
         ready=conditions.get("Ready") == "True",
         unschedulable=bool(spec.get("unschedulable")),
         cpu_milli=_amount(allocatable, "cpu", 1000),

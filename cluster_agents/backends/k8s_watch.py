@@ -110,7 +110,9 @@ class Reflector:
                     "%s: resourceVersion %s expired; listing again", self.resource, self.version
                 )
                 stale = True
-            except (KubeAPIError, ValueError) as exc:
+            except Exception as exc:
+                if not isinstance(exc, KubeAPIError | ValueError):
+                    log.exception("%s: unexpected error", self.resource)
                 failures += 1
                 delay = min(BACKOFF_MAX_S, BACKOFF_S * 2**failures)
                 log.warning(
@@ -156,10 +158,11 @@ class Reflector:
                 raise _Gone
             raise KubeAPIError(int(obj.get("code") or 0), str(obj.get("message", "")))
         meta = obj.get("metadata") or {}
-        if kind in ("ADDED", "MODIFIED"):
-            self._store.upsert(obj)
-        elif kind == "DELETED":
-            self._store.remove(obj)
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            try:
+                (self._store.remove if kind == "DELETED" else self._store.upsert)(obj)
+            except Exception:  # one odd object must not stop the watch of all others
+                log.exception("%s: cannot apply %s of %s", self.resource, kind, meta.get("name"))
         if kind != "BOOKMARK":
             self._observe_lag(meta)
         self.version = str(meta.get("resourceVersion") or self.version)

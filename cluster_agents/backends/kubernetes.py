@@ -198,16 +198,20 @@ class KubernetesBackend:
             return await call(self.metrics, method.__name__, request, accept)
 
     async def _each(self, calls: Iterable[Awaitable[None]]) -> None:
-        """Run calls concurrently; once all ended, raise if any failed."""
+        """Run calls concurrently; once all ended, raise the failure if any (or a summary)."""
         results = await asyncio.gather(*calls, return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
-        for error in errors:
-            if not isinstance(error, KubeAPIError):
-                raise error
+        unexpected = [e for e in errors if not isinstance(e, KubeAPIError)]
+        if unexpected:
+            raise unexpected[0]
+        if len(errors) == 1:
+            raise errors[0]
         if errors:
             first = errors[0]
             assert isinstance(first, KubeAPIError)
-            raise KubeAPIError(first.status, f"{len(errors)} of {len(results)} failed: {first}")
+            raise KubeAPIError(
+                first.status, f"{len(errors)} of {len(results)} failed, e.g. {first}"
+            )
 
     async def _ensure_namespace(self) -> None:
         status, _ = await self._call(self._core.read_namespace, self.namespace, accept=(404,))

@@ -125,3 +125,9 @@ def test_node_without_accelerators_or_with_unknown_ones() -> None:
     assert info(node("cpu")).devices == []
     odd = info(node("odd", {"amd.com/gpu": "4"}), pod("p", "odd", {"amd.com/gpu": "1"}))
     assert odd.devices == []  # not in the catalog: no model to report
+
+
+def test_taints_the_hub_cannot_take_are_left_out() -> None:
+    long_key = "a" * 250 + ".example.com/" + "b" * 60  # a valid Kubernetes key, too long here
+    n = info(node("n", taints=[{"key": long_key, "effect": "NoSchedule"}]))
+    assert n.taints == []

@@ -210,3 +210,33 @@ async def test_restart_resumes_from_the_given_version() -> None:
     await until(lambda: len(api.watched_from) == 3)
     await stop(task)  # a cancelled run() stops for good
     assert api.watched_from == ["40", "1", "1"]
+
+
+async def test_an_object_the_store_rejects_is_skipped() -> None:
+    api = API(
+        lists=[page([], 5)],
+        watches=[
+            Response(
+                events=[
+                    {"type": "ADDED", "object": obj("bad", 6)},
+                    {"type": "ADDED", "object": obj("good", 7)},
+                ],
+                hang=True,
+            )
+        ],
+    )
+    seen: list[str] = []
+
+    def upsert(o: dict[str, Any]) -> None:
+        if name(o) == "bad":
+            raise KeyError("spec")
+        seen.append(name(o))
+
+    r = Reflector(
+        "pods", api, Store(lambda _: None, upsert, lambda _: None), BackendMetrics(), lambda: NOW
+    )
+    await r.sync()
+    task = asyncio.create_task(r.run())
+    await until(lambda: r.version == "7")
+    await stop(task)
+    assert (seen, api.watched_from) == (["good"], ["5"])
