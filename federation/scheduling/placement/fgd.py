@@ -4,11 +4,13 @@ FGD scores a node by how little the pod grows the node's fragmentation F_n(M) fo
 workload: `int(100 * sigmoid((F_before - F_after) / 1000))`, kube-scheduler's integer range as
 upstream computes it. A share tries every device with room and keeps the best (first on ties).
 
-Suanpan keeps FGD's measure but drops the integer rounding, which in FGD lumps together every
-change below ~0.04 GPU and leaves the choice among them to chance. Among nodes whose growth is
-equal it prefers, in order: the node whose fragmentation stays smallest relative to its free
-capacity, and then the node with the fewest free devices of the pod's own model (best fit), so
-that large, intact nodes stay free for large pods. All of it is deterministic.
+FGD's integer score lumps together every growth below ~0.04 GPU; ties then go to the earliest
+node of the pool, which packs (an exact, unrounded FGD spreads and does worse). Suanpan keeps
+the score and its packing order but breaks the ties by what FGD's one-step measure cannot see:
+a CPU-only pod goes to the node with the fewest free devices, so CPU stays next to free GPUs
+(idle GPUs on CPU-exhausted nodes are the largest stranded share in openb); a device pod avoids
+models that model-constrained task types depend on (demand per device of the model), so
+constrained pods still find their model free. All of it is deterministic.
 
 Scores are cached per task shape and node; a node is re-scored only when its `version` changed.
 """
@@ -129,24 +131,40 @@ class FGDPolicy:
         return _FGDScorer(_FragScorer(pool, FragModel(self.workload, pool.model_names), True))
 
 
+def model_pressure(workload: TargetWorkload, pool: Pool) -> FloatArray:
+    """Per node: the expected device demand of model-constrained task types on its model,
+    per device of that model in the pool (0 where no task type is constrained)."""
+    demand = np.zeros(len(pool.model_names))
+    for t, w in zip(workload.types, workload.weights, strict=True):
+        allowed = [k for k, m in enumerate(pool.model_names) if m in t.models]
+        for k in allowed:
+            demand[k] += w * t.milli * t.count / len(allowed)
+    devices = np.bincount(
+        pool.model_id[pool.model_id >= 0], pool.size[pool.model_id >= 0], len(pool.model_names)
+    )
+    per_device = demand / np.maximum(devices, 1)
+    result: FloatArray = np.where(pool.model_id >= 0, per_device[pool.model_id], 0.0)
+    return result
+
+
 @dataclass
 class _SuanpanScorer:
     frag: _FragScorer
+    pressure: FloatArray
 
     def score(self, req: PodRequest, feasible: BoolArray) -> NodeScores:
         pool = self.frag.pool
         growth, device = self.frag.growth(req, feasible)
-        frag_now = self.frag.tracker.current()
-        idle = np.maximum(pool.free.sum(axis=1), 1)
-        same_model = pool.whole_free().sum(axis=1)
-        scale = float(max(pool.total_milli, 1))
-        # lexicographic: growth, then fragmented share of the node, then fewest free devices
-        values = -growth * 4.0 - (frag_now / idle) * 1e-3 - same_model / scale * 1e-6
-        return NodeScores(masked(values, feasible), device.copy())
+        if req.device is None:
+            # keep CPU next to free devices: CPU-only pods go where the fewest devices are free
+            tie = pool.free.sum(axis=1) / max(pool.width * 1000, 1)
+        else:
+            tie = self.pressure / max(float(self.pressure.max(initial=0.0)), 1e-9)
+        return NodeScores(masked(-growth - 0.5 * tie, feasible), device.copy())
 
 
 class SuanpanPolicy:
-    """FGD's measure without integer rounding, with deterministic best-fit tie-breaking."""
+    """FGD's score with deterministic, capacity-aware tie-breaking (see the module docstring)."""
 
     name = "suanpan"
 
@@ -155,4 +173,5 @@ class SuanpanPolicy:
 
     def bind(self, pool: Pool, rng: np.random.Generator) -> Scorer:
         """A scorer with its own fragmentation cache for `pool`."""
-        return _SuanpanScorer(_FragScorer(pool, FragModel(self.workload, pool.model_names), False))
+        model = FragModel(self.workload, pool.model_names)
+        return _SuanpanScorer(_FragScorer(pool, model, True), model_pressure(self.workload, pool))
