@@ -9,9 +9,8 @@ use of a node, or the status of a Suanpan pod in the agent's namespace.
 from __future__ import annotations
 
 import asyncio
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from cluster_agents.agent.backend import PodStatus
@@ -24,12 +23,6 @@ from federation.wire.agent import NodeInfo
 
 PodKey = tuple[str, str]  # (namespace, name)
 GONE_MEMORY = 4096  # uids of deleted pods remembered, so a late write-through cannot revive one
-
-
-@dataclass(frozen=True, slots=True)
-class _Pod:
-    info: PodInfo
-    managed: ManagedPod | None  # set for Suanpan pods in the agent's namespace
 
 
 def _key(obj: Mapping[str, Any]) -> PodKey:
@@ -47,10 +40,11 @@ class ClusterCache:
         self.node_store = Store(self._replace_nodes, self._upsert_node, self._remove_node)
         self.pod_store = Store(self._replace_pods, self.upsert_pod, self._remove_pod)
         self._nodes: dict[str, NodeView] = {}
-        self._pods: dict[PodKey, _Pod] = {}
+        self._pods: dict[PodKey, PodInfo] = {}  # every pod of the cluster
+        self._managed: dict[str, ManagedPod] = {}  # Suanpan's pods of the namespace, by name
         self._on_node: defaultdict[str, set[PodKey]] = defaultdict(set)
         self._infos: dict[str, NodeInfo] = {}  # memoized node_info of clean nodes
-        self._gone: deque[str] = deque(maxlen=GONE_MEMORY)
+        self._gone: dict[str, None] = {}  # uids of deleted pods, oldest first
 
     # --- derived views -------------------------------------------------------------------
 
@@ -58,18 +52,17 @@ class ClusterCache:
         """Every node with its use, by name."""
         for name, view in self._nodes.items():
             if name not in self._infos:
-                pods = (self._pods[k].info for k in self._on_node.get(name, ()))
+                pods = (self._pods[k] for k in self._on_node.get(name, ()))
                 self._infos[name] = node_info(view, pods)
         return [self._infos[name] for name in sorted(self._nodes)]
 
     def pods(self) -> list[PodStatus]:
         """Suanpan's pods in the namespace, by name."""
-        statuses = []
-        for pod in self._pods.values():
-            if pod.managed is not None:
-                view = self._nodes.get(pod.managed.node)
-                statuses.append(pod_status(pod.managed, view.ready if view else None))
-        return sorted(statuses, key=lambda s: s.name)
+        nodes = self._nodes
+        return [
+            pod_status(p, nodes[p.node].ready if p.node in nodes else None)
+            for _, p in sorted(self._managed.items())
+        ]
 
     def has_pod(self, namespace: str, name: str) -> bool:
         """Whether the pod is known."""
@@ -77,16 +70,11 @@ class ClusterCache:
 
     def managed(self, name: str) -> ManagedPod | None:
         """A Suanpan pod of the namespace by name."""
-        pod = self._pods.get((self.namespace, name))
-        return pod.managed if pod else None
+        return self._managed.get(name)
 
     def placement_pods(self, job: str, epoch: int) -> list[ManagedPod]:
         """The Suanpan pods of one placement."""
-        return [
-            p.managed
-            for p in self._pods.values()
-            if p.managed is not None and (p.managed.job, p.managed.epoch) == (job, epoch)
-        ]
+        return [p for p in self._managed.values() if (p.job, p.epoch) == (job, epoch)]
 
     # --- nodes ---------------------------------------------------------------------------
 
@@ -110,39 +98,44 @@ class ClusterCache:
 
     # --- pods ----------------------------------------------------------------------------
 
-    def _parse(self, pod: Mapping[str, Any]) -> _Pod:
-        ours = _key(pod)[0] == self.namespace
-        return _Pod(pod_info(self.catalog, pod), managed_pod(pod) if ours else None)
-
     def _replace_pods(self, pods: list[dict[str, Any]]) -> None:
-        self._pods = {_key(p): self._parse(p) for p in pods}
+        self._pods, self._managed = {}, {}
         self._on_node.clear()
-        for key, pod in self._pods.items():
-            if pod.info.node:
-                self._on_node[pod.info.node].add(key)
         self._infos.clear()
+        for pod in pods:
+            self._put(pod)
         self.changed.set()
 
-    def _touch(self, old: _Pod | None, new: _Pod | None) -> None:
-        """Invalidate what a pod's change affects and say whether the agent should look."""
-        infos = [p.info for p in (old, new) if p is not None]
-        if len(infos) == 1 or infos[0] != infos[-1]:
-            for node in {i.node for i in infos} - {""}:
+    def _put(self, pod: dict[str, Any]) -> tuple[PodInfo | None, bool]:
+        """Store a pod; the info it replaces and whether a Suanpan pod's status changed."""
+        key, info = _key(pod), pod_info(self.catalog, pod)
+        old = self._pods.get(key)
+        if old is not None and old.node != info.node:
+            self._on_node[old.node].discard(key)
+        if info.node:
+            self._on_node[info.node].add(key)
+        self._pods[key] = info
+        if key[0] != self.namespace:
+            return old, False
+        managed = managed_pod(pod)
+        before = self._managed.pop(key[1], None)
+        if managed is not None:
+            self._managed[key[1]] = managed
+        return old, managed != before
+
+    def _touch(self, old: PodInfo | None, new: PodInfo | None, status_changed: bool) -> None:
+        """Invalidate the nodes a pod's change affects; wake the agent if it should look."""
+        if old != new:
+            for node in {i.node for i in (old, new) if i is not None} - {""}:
                 self._infos.pop(node, None)
                 self.changed.set()
-        if (old.managed if old else None) != (new.managed if new else None):
+        if status_changed:
             self.changed.set()
 
     def upsert_pod(self, pod: dict[str, Any]) -> None:
         """Add or update a pod (from the watch, or the answer to our own create)."""
-        key, new = _key(pod), self._parse(pod)
-        old = self._pods.get(key)
-        if old is not None and old.info.node != new.info.node:
-            self._on_node[old.info.node].discard(key)
-        if new.info.node:
-            self._on_node[new.info.node].add(key)
-        self._pods[key] = new
-        self._touch(old, new)
+        old, status_changed = self._put(pod)
+        self._touch(old, self._pods[_key(pod)], status_changed)
 
     def upsert_created(self, pod: dict[str, Any]) -> None:
         """Record a pod we just created unless the watch already knows it or saw it go."""
@@ -152,8 +145,11 @@ class ClusterCache:
 
     def _remove_pod(self, pod: dict[str, Any]) -> None:
         key = _key(pod)
-        self._gone.append((pod.get("metadata") or {}).get("uid", ""))
+        self._gone[(pod.get("metadata") or {}).get("uid", "")] = None
+        if len(self._gone) > GONE_MEMORY:
+            del self._gone[next(iter(self._gone))]
         old = self._pods.pop(key, None)
         if old is not None:
-            self._on_node[old.info.node].discard(key)
-            self._touch(old, None)
+            self._on_node[old.node].discard(key)
+        managed = self._managed.pop(key[1], None) if key[0] == self.namespace else None
+        self._touch(old, None, managed is not None)
