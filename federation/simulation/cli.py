@@ -73,8 +73,9 @@ def _seed_job(args: tuple[Path, Path, str, int, int]) -> SeedRun:
     return run_seed(load_nodes(nodes), load_pods(pods), policy, seed, clusters)
 
 
-def _median(values: Sequence[float]) -> float:
-    return round(float(np.nanmedian(values)), 2)
+def _median(values: Sequence[float]) -> float | None:
+    finite = [v for v in values if np.isfinite(v)]
+    return round(float(np.median(finite)), 2) if finite else None
 
 
 def static_summary(runs: Sequence[SeedRun]) -> dict[str, Any]:
@@ -88,7 +89,7 @@ def static_summary(runs: Sequence[SeedRun]) -> dict[str, Any]:
         "per_seed": [
             {
                 "seed": r.seed,
-                "unallocated_gpu_pct_at_100": round(float(r.curves.unallocated_pct[100]), 2),
+                "unallocated_gpu_pct_at_100": _median([r.curves.unallocated_pct[100]]),
                 "failed_pods": r.failed_pods,
                 "runtime_s": round(r.runtime_s, 2),
             }

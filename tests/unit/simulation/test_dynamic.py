@@ -1,0 +1,31 @@
+"""Dynamic replay: priorities, preemption and the compressed clock."""
+
+from __future__ import annotations
+
+from federation.simulation.dynamic import arrival_times, run_dynamic
+from federation.simulation.trace import TraceNode, TracePod
+
+NODE = [TraceNode("n0", 16_000, 65_536, 1, "T4")]
+
+
+def pod(name: str, qos: str, created: int, life: int = 100) -> TracePod:
+    return TracePod(name, 1000, 1024, 1, 1000, (), qos, created, created + life, created)
+
+
+def test_a_high_priority_pod_preempts_a_best_effort_one() -> None:
+    result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", load=0.0)
+    assert result.preemptions == 1
+    assert result.delays["high"] == [0.0] and result.delays["low"] == [0.0]  # first starts
+    assert result.times[-1] > 200  # the BE pod restarted after the LS pod left
+
+
+def test_without_preemption_the_high_priority_pod_waits() -> None:
+    result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", 0.0, False)
+    assert result.preemptions == 0 and round(result.delays["high"][0]) == 90
+
+
+def test_arrivals_are_compressed_to_the_offered_load() -> None:
+    pods = [pod(f"p{k}", "LS", 1000 * k, life=10) for k in range(10)]
+    assert arrival_times(pods, 1000, 0.0)[1:] == [1000.0 * k for k in range(1, 10)]
+    squeezed = arrival_times(pods, 1000, 0.5)
+    assert squeezed[-1] < 9000 and squeezed == sorted(squeezed)
