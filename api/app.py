@@ -16,7 +16,7 @@ from federation.catalog import Catalog, load_catalog
 from federation.store.database import Database
 from federation.store.listener import JOBS, PLACEMENTS, Listener
 
-MAX_BODY_BYTES = 1 << 20
+MAX_BODY_BYTES = 64 << 20  # the most any operation accepts (inventory); most take 1 MiB
 VERSION = "0.1.0"
 
 

@@ -83,6 +83,7 @@ class Operation:
     status: int = 200
     errors: tuple[int, ...] = ()
     headers: tuple[str, ...] = ()
+    max_body: int = 1 << 20
 
     @property
     def operation_id(self) -> str:
@@ -121,6 +122,7 @@ class Api:
         status: int = 200,
         errors: tuple[int, ...] = (),
         headers: tuple[str, ...] = (),
+        max_body: int = 1 << 20,
     ) -> Callable[[Handler], Handler]:
         """Declare an operation; the decorated handler receives a validated `Call`."""
 
@@ -139,6 +141,7 @@ class Api:
                     status,
                     errors,
                     headers,
+                    max_body,
                 )
             )
             return handler
@@ -167,7 +170,10 @@ def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResp
                 raise invalid(exc, "query", ("query",)) from exc
         body = None
         if op.body is not None:
-            data = _load_body(await request.read(), request.content_type)
+            raw = await request.read()
+            if len(raw) > op.max_body:
+                raise web.HTTPRequestEntityTooLarge(max_size=op.max_body, actual_size=len(raw))
+            data = _load_body(raw, request.content_type)
             try:
                 body = op.body.model_validate(data)
             except ValidationError as exc:

@@ -67,6 +67,7 @@ async def agent_register(call: Call) -> Reply:
     roles=AGENT,
     body=InventoryReport,
     response=InventoryAck,
+    max_body=64 << 20,  # a full snapshot of 10,000 nodes
     errors=(404,),
 )
 async def agent_inventory(call: Call) -> Reply:

@@ -42,7 +42,9 @@ async def _metrics_server(registry: CollectorRegistry, listen: str) -> web.AppRu
     return runner
 
 
-def _backend(args: argparse.Namespace, catalog: Catalog) -> ClusterBackend:
+def _backend(
+    args: argparse.Namespace, catalog: Catalog, registry: CollectorRegistry
+) -> ClusterBackend:
     if args.simulated:
         from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
         from deploy.local.profile import load_profile
@@ -54,7 +56,7 @@ def _backend(args: argparse.Namespace, catalog: Catalog) -> ClusterBackend:
         return SimulatedCluster(catalog, nodes, time_scale=args.time_scale)
     from cluster_agents.backends.kubernetes import KubernetesBackend
 
-    return KubernetesBackend(args.kubeconfig, args.namespace, catalog)
+    return KubernetesBackend(args.kubeconfig, args.namespace, catalog, registry=registry)
 
 
 async def _main(args: argparse.Namespace) -> None:
@@ -68,7 +70,7 @@ async def _main(args: argparse.Namespace) -> None:
             zone=args.zone,
             labels=_labels(args.label),
         ),
-        _backend(args, catalog),
+        _backend(args, catalog, registry),
         catalog,
         HubApi(args.hub, args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
         registry,
@@ -104,3 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     asyncio.run(_main(args))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
