@@ -6,13 +6,13 @@ import time
 from collections.abc import Iterator
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Histogram
+from prometheus_client import Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from api.problems import Handler
+from federation.metrics import REGISTRY
 
-REGISTRY = CollectorRegistry()
 REQUEST_SECONDS = Histogram(
     "suanpan_api_request_seconds",
     "API request latency by operation and status",

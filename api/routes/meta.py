@@ -10,10 +10,11 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from api.context import ctx
-from api.metrics import REGISTRY, STATE
+from api.metrics import STATE
 from api.registry import Call, Reply, openapi_document
 from api.routes import API
 from api.schemas import Health
+from federation.metrics import REGISTRY
 from federation.store import clusters as cluster_store
 from federation.store import jobs as job_store
 

@@ -12,6 +12,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 
+from federation import metrics
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership
@@ -80,7 +81,12 @@ class SchedulerLoop:
         for preempted in result.preempted:
             self._held[preempted.preemptor.id] = preempted.reservation
         self._held = {k: v for k, v in self._held.items() if k in read.refs}
-        return CycleReport(len(read.pending), written, time.perf_counter() - start)
+        report = CycleReport(len(read.pending), written, time.perf_counter() - start)
+        metrics.CYCLE_SECONDS.observe(report.seconds)
+        metrics.PENDING.set(len(result.pending))
+        for kind in ("placed", "preempted", "rejected"):
+            metrics.DECISIONS.labels(kind).inc(getattr(written, kind))
+        return report
 
     async def check_health(self) -> list[str]:
         """Apply heartbeat timeouts and drains."""
@@ -95,6 +101,7 @@ class SchedulerLoop:
                     await _sleep(stop, 2.0)
                     continue
                 log.warning("this hub replica leads the scheduling loop")
+                metrics.LEADER.set(1)
                 while not stop.is_set():
                     for change in await self.check_health():
                         log.warning("health: %s", change)
@@ -111,6 +118,7 @@ class SchedulerLoop:
                 log.exception("scheduling cycle failed; retrying")
                 await _sleep(stop, 1.0)
             finally:
+                metrics.LEADER.set(0)
                 if stop.is_set():
                     await self.leadership.release()
 
