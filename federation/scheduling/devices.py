@@ -130,15 +130,27 @@ def fit(node: NodeDevices, req: DeviceRequest, *, prefer: Preference = "pack") -
     `pack` keeps whole groups intact and puts shares on the fullest device that still fits;
     `spread` takes the freest group and the least used device. Choices are deterministic.
     """
+    chosen = choose(node, req, prefer=prefer)
+    if chosen is not None:
+        return Fit(FitCode.OK, "", chosen)
+    return _share_misfit(node, req) if req.is_share else _whole_misfit(node, req)
+
+
+def choose(
+    node: NodeDevices, req: DeviceRequest, *, prefer: Preference = "pack"
+) -> tuple[int, ...] | None:
+    """The devices `fit` would choose, or None; no reason is worked out (for hot loops)."""
     if req.is_share:
-        return _fit_share(node, req, prefer)
-    return _fit_whole(node, req, prefer)
+        return _choose_share(node, req, prefer)
+    if req.count > node.size or not _count_allowed(node, req.count):
+        return None
+    return _choose_whole(node, _usable(node, req.memory_mib, now=True), req.count, prefer)
 
 
 def max_feasible_count(node: NodeDevices, req: DeviceRequest) -> int:
     """The largest device count of `req`'s shape that fits `node` now (0 if none)."""
     if req.is_share:
-        return 1 if _fit_share(node, req, "pack").ok else 0
+        return 1 if _choose_share(node, req, "pack") is not None else 0
     mask = _usable(node, req.memory_mib, now=True)
     for count in range(sum(mask), 0, -1):
         if _count_allowed(node, count) and _choose_whole(node, mask, count, "pack") is not None:
@@ -212,7 +224,8 @@ def release(node: NodeDevices, req: DeviceRequest, devices: tuple[int, ...]) -> 
 # --- whole devices ---------------------------------------------------------------------------
 
 
-def _fit_whole(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> Fit:
+def _whole_misfit(node: NodeDevices, req: DeviceRequest) -> Fit:
+    """Why a whole-device request does not fit now: never (UNRESOLVABLE) or not yet."""
     count, n = req.count, node.size
     if count > n:
         return Fit(FitCode.UNRESOLVABLE, f"needs {count} devices, node has {n}")
@@ -227,16 +240,13 @@ def _fit_whole(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> Fit
             f"needs {count} devices with {req.memory_mib} MiB, "
             f"{sum(capable)} have it (largest {biggest} MiB)",
         )
-    if _choose_whole(node, capable, count, prefer) is None:
+    if _choose_whole(node, capable, count, "pack") is None:
         return Fit(FitCode.UNRESOLVABLE, f"{count} devices {shape(node, count)} impossible")
-    chosen = _choose_whole(node, _usable(node, req.memory_mib, now=True), count, prefer)
-    if chosen is None:
-        return Fit(
-            FitCode.INSUFFICIENT,
-            f"needs {count} free devices {shape(node, count)}, "
-            f"largest feasible {max_feasible_count(node, req)} ({node.free_count()} free)",
-        )
-    return Fit(FitCode.OK, "", chosen)
+    return Fit(
+        FitCode.INSUFFICIENT,
+        f"needs {count} free devices {shape(node, count)}, "
+        f"largest feasible {max_feasible_count(node, req)} ({node.free_count()} free)",
+    )
 
 
 def _count_allowed(node: NodeDevices, count: int) -> bool:
@@ -320,7 +330,23 @@ def _spill_any(
 # --- shares ----------------------------------------------------------------------------------
 
 
-def _fit_share(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> Fit:
+def _choose_share(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> tuple[int] | None:
+    if not node.sharing.enabled:
+        return None
+    fitting = [
+        i for i in range(node.size) if _share_fits(node, req, i, _share_memory(node, req, i))
+    ]
+    if not fitting:
+        return None
+    sign = -1 if prefer == "pack" else 1
+    best = min(
+        fitting, key=lambda i: (sign * node.used_milli[i], sign * node.used_memory_mib[i], i)
+    )
+    return (best,)
+
+
+def _share_misfit(node: NodeDevices, req: DeviceRequest) -> Fit:
+    """Why a share does not fit now: never (UNRESOLVABLE) or not yet."""
     if not node.sharing.enabled:
         return Fit(FitCode.UNRESOLVABLE, f"{node.model} does not support sharing a device")
     capable = [i for i in range(node.size) if _share_memory(node, req, i) <= node.memory_mib[i]]
@@ -330,19 +356,12 @@ def _fit_share(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> Fit
             f"a {req.milli}m share needs {req.memory_mib} MiB, "
             f"largest device has {max(node.memory_mib, default=0)} MiB",
         )
-    fitting = [i for i in capable if _share_fits(node, req, i, _share_memory(node, req, i))]
-    if not fitting:
-        most = max((WHOLE - node.used_milli[i] for i in capable if node.healthy[i]), default=0)
-        return Fit(
-            FitCode.INSUFFICIENT,
-            f"needs a {req.milli}m share with {req.memory_mib} MiB on one device, "
-            f"most free on a device {most}m",
-        )
-    sign = -1 if prefer == "pack" else 1
-    best = min(
-        fitting, key=lambda i: (sign * node.used_milli[i], sign * node.used_memory_mib[i], i)
+    most = max((WHOLE - node.used_milli[i] for i in capable if node.healthy[i]), default=0)
+    return Fit(
+        FitCode.INSUFFICIENT,
+        f"needs a {req.milli}m share with {req.memory_mib} MiB on one device, "
+        f"most free on a device {most}m",
     )
-    return Fit(FitCode.OK, "", (best,))
 
 
 def _share_memory(node: NodeDevices, req: DeviceRequest, i: int) -> int:

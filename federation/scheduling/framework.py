@@ -32,6 +32,7 @@ class SchedulerConfig:
     assignment_filters: tuple[str, ...] = ("flavor_availability", "quota", "gang_fit")
     score_weights: Mapping[str, float] = field(default_factory=lambda: DEFAULT_WEIGHTS)
     preemption: bool = True
+    preemption_compare: int = 3  # clusters offering victims compared before choosing (0: all)
     flavor_order: Literal["preference", "fastest"] = "preference"
     max_assignments: int = 32  # flavor combinations tried per job and cluster
     device_preference: Preference = "pack"

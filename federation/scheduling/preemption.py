@@ -2,25 +2,34 @@
 
 Candidates are whole placed jobs (gangs leave whole) that are preemptible and of lower
 priority than the preemptor, or of equal priority in another queue of the cohort that is
-borrowing quota the preemptor's queue is entitled to (Kueue's reclaimWithinCohort). Per cluster
-the search first checks that evicting every candidate would let the job fit (never evict for
-a job that would still not fit), then removes candidates cheapest first until it fits, then
-puts back those not needed, most expensive first. Across clusters the cheapest victim set
-wins: lowest top victim priority, then fewest victims, then least run time lost.
+borrowing quota the preemptor's queue is entitled to (Kueue's reclaimWithinCohort), and that
+free something the preemptor needs.
 
-Every dry run happens in a `State.trial()`, so the state is unchanged after each search.
+Per cluster: a bound from summaries (free devices plus the devices candidates hold, per node)
+rules out clusters where even evicting every candidate could not help. Otherwise candidates
+are evicted node by node, cheapest node first, skipping nodes where clearing them would not
+make room for any replica, until the job fits (if it never does, nothing is evicted: never
+evict for a job that would still not fit); then each victim is put back, most expensive
+first, if the job still fits without evicting it. Across clusters the cheapest
+victim set wins: lowest top victim priority, then fewest victims, then least run time lost.
+
+Every dry run happens in a `State.trial()`, so the state is unchanged after each search. A
+search that found nothing is remembered for the rest of the cycle: later jobs come in
+non-increasing priority order, so what they could evict only shrinks.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+from federation.scheduling.devices import WHOLE
 from federation.scheduling.flavors import FitCheck, Verdict
 from federation.scheduling.framework import JobContext
 from federation.scheduling.model import Placement
+from federation.scheduling.plugins.gang_fit import Room, shape_key
 from federation.scheduling.quota import QuotaLedger
-from federation.scheduling.state import ClusterState
+from federation.scheduling.state import ClusterState, Usage
 
 Cost = tuple[int, int, float, int]  # top victim priority, victims, run time lost, cluster order
 
@@ -44,44 +53,118 @@ class Preemption:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """What a preemptor may take, worked out once per job."""
+
+    quota_blocked: bool  # its own queue's quota stops it (victims elsewhere may help)
+    reclaimable: frozenset[str]  # queues it may reclaim from at equal priority
+    flavors: frozenset[str]  # flavors it may run on
+    any_node: bool  # it has a task without accelerators (any node capacity helps)
+
+
 def find_preemption(
     ctx: JobContext, clusters: Sequence[ClusterState], fits: FitCheck
 ) -> Preemption | None:
-    """The cheapest victim set over `clusters`, or None if evicting cannot make the job fit."""
-    best: Preemption | None = None
+    """The cheapest victim set over `clusters`, or None if evicting cannot make the job fit.
+
+    Clusters are searched in order of a lower bound on their cost (their cheapest candidate);
+    the search stops when no remaining cluster can beat the best set, or once
+    `config.preemption_compare` clusters offered a set (0: compare all).
+    """
+    state, job = ctx.state, ctx.job
+    scope = _scope(ctx)
+    remember = job.id not in state.held  # a job's own hold makes its search unlike others'
+    searchable = []
     for cluster in clusters:
-        found = _search(ctx, cluster, fits)
-        if found is not None and (best is None or found.cost < best.cost):
+        key: Hashable = (
+            "no victims",
+            cluster.name,
+            shape_key(job),
+            ctx.assignments,
+            job.priority,
+            scope.reclaimable,
+            job.queue if scope.quota_blocked else "",
+        )
+        if remember and key in state.memo:
+            continue
+        groups_key, groups = _candidate_groups(ctx, cluster, scope)
+        victims = [v for g in groups for v in g.victims if v.job.id not in state.preempting]
+        if not victims:
+            continue
+        top = min(v.job.priority for v in victims)
+        lost = min(v.job.runtime_s for v in victims if v.job.priority == top)
+        searchable.append(((top, 1, lost, cluster.order), cluster, (groups_key, groups), key))
+    searchable.sort(key=lambda entry: entry[0])
+    best: Preemption | None = None
+    offers = 0
+    limit = ctx.config.preemption_compare
+    for bound, cluster, keyed_groups, key in searchable:
+        if best is not None and bound >= best.cost:
+            break
+        found = _search(ctx, cluster, fits, keyed_groups)
+        if found is None:
+            if remember:
+                state.memo[key] = None
+            continue
+        offers += 1
+        if best is None or found.cost < best.cost:
             best = found
+        if limit and offers >= limit:
+            break
     return best
 
 
-def candidates(ctx: JobContext, cluster: ClusterState) -> list[Placement]:
+def _scope(ctx: JobContext) -> Scope:
+    ledger = ctx.state.quota
+    return Scope(
+        quota_blocked=not ledger.check(ctx.job.queue, ctx.demand(ctx.assignments[0])).ok,
+        reclaimable=frozenset(q for q in ledger.queues if _reclaims(ctx, q)),
+        flavors=frozenset(o.flavor for a in ctx.assignments for o in a if o is not None),
+        any_node=any(o is None for a in ctx.assignments for o in a),
+    )
+
+
+def candidates(ctx: JobContext, cluster: ClusterState, scope: Scope) -> list[Placement]:
     """Placed jobs the preemptor may evict to fit `cluster`, cheapest first.
 
-    Jobs in other clusters count only when the preemptor's quota is what blocks it and they
-    use the same queue or cohort (evicting them frees quota, not capacity here).
+    Only jobs that free something the preemptor needs count: a flavor it may run on (or any
+    node capacity when it has a task without accelerators) in `cluster`, or, when its quota is
+    what blocks it, quota of its queue or cohort anywhere.
     """
     job, state = ctx.job, ctx.state
-    ledger = state.quota
-    preferred = ctx.demand(ctx.assignments[0])
-    quota_blocked = not ledger.check(job.queue, preferred).ok
-    near = dict(state.by_cluster.get(cluster.name, {}))
-    if quota_blocked:
+    if not scope.reclaimable and not (
+        scope.quota_blocked or state.any_preemptible_below(cluster.name, job.priority)
+    ):
+        return []
+    if scope.any_node:
+        near = list(state.by_cluster.get(cluster.name, {}).values())
+    else:
+        here: dict[str, Placement] = {}
+        for flavor in sorted(scope.flavors):
+            here.update(state.by_flavor.get((cluster.name, flavor), {}))
+        near = list(here.values())
+    if scope.quota_blocked:
         for queue, placements in state.by_queue.items():
-            if _same_quota(ledger, job.queue, queue):
-                near.update(placements)
-    pool = []
-    for placement in near.values():
-        victim = placement.job
-        if not victim.preemptible or victim.id in state.preempting or victim.id == job.id:
-            continue
-        if victim.priority < job.priority or (
-            victim.priority == job.priority and _reclaims(ctx, victim.queue)
-        ):
-            pool.append(placement)
-    pool.sort(key=lambda p: (p.job.priority, p.job.runtime_s, p.job.id))
+            if _same_quota(state.quota, job.queue, queue):
+                near.extend(p for p in placements.values() if p.cluster != cluster.name)
+    pool = [
+        p
+        for p in near
+        if p.job.preemptible
+        and p.job.id not in state.preempting
+        and p.job.id != job.id
+        and (
+            p.job.priority < job.priority
+            or (p.job.priority == job.priority and p.job.queue in scope.reclaimable)
+        )
+    ]
+    pool.sort(key=_victim_cost)
     return pool
+
+
+def _victim_cost(p: Placement) -> tuple[int, float, str]:
+    return (p.job.priority, p.job.runtime_s, p.job.id)
 
 
 def _same_quota(ledger: QuotaLedger, queue: str, other: str) -> bool:
@@ -103,29 +186,57 @@ def _reclaims(ctx: JobContext, victim_queue: str) -> bool:
     )
 
 
-def _search(ctx: JobContext, cluster: ClusterState, fits: FitCheck) -> Preemption | None:
-    pool = candidates(ctx, cluster)
-    if not pool or not _fits_without(ctx, cluster, fits, pool):
-        return None
+def _candidate_groups(
+    ctx: JobContext, cluster: ClusterState, scope: Scope
+) -> tuple[Hashable, list[_Group]]:
+    """Candidates grouped by node and their cache key: cached per cluster version for jobs
+    alike (victims marked preempting since are skipped by the callers)."""
     state = ctx.state
-    removed: list[Placement] = []
-    with state.trial():
-        for victim in pool:
-            state.evict(victim)
-            removed.append(victim)
-            if fits(ctx, cluster).status.ok:
-                break
-    needed = removed
-    for victim in reversed(removed):
-        fewer = [v for v in needed if v is not victim]
-        if _fits_without(ctx, cluster, fits, fewer):
-            needed = fewer
-    if not needed:
+    key = ("victims", scope, ctx.job.priority, state.quota.version if scope.quota_blocked else 0)
+    groups: list[_Group] | None = cluster.cache.get(key)
+    if groups is None:
+        groups = cluster.cache[key] = _node_groups(cluster, candidates(ctx, cluster, scope))
+    return key, groups
+
+
+def _search(
+    ctx: JobContext,
+    cluster: ClusterState,
+    fits: FitCheck,
+    keyed_groups: tuple[Hashable, list[_Group]],
+) -> Preemption | None:
+    """The victim set for `cluster`, or None when no set of candidates makes the job fit."""
+    state, job = ctx.state, ctx.job
+    groups_key, groups = keyed_groups
+    bound = ("could fit", groups_key, shape_key(job), ctx.assignments)
+    could: bool | None = cluster.cache.get(bound)
+    if could is None:
+        could = cluster.cache[bound] = _could_fit(ctx, cluster, groups)
+    if not could:
         return None
     with state.trial():
-        for victim in needed:
-            state.evict(victim)
+        freed: list[tuple[Placement, list[Usage]]] = []
+        fitted = False
+        for group in groups:
+            victims = [v for v in group.victims if v.job.id not in state.preempting]
+            if not victims or not _frees_a_replica(ctx, cluster, group):
+                continue
+            freed.extend((victim, state.evict(victim)) for victim in victims)
+            if fits(ctx, cluster).status.ok:
+                fitted = True
+                break
+        if not fitted:
+            return None
+        needed: list[Placement] = []
+        for victim, given in reversed(freed):
+            with state.trial() as back:
+                state.restore(victim, given)
+                if fits(ctx, cluster).status.ok:
+                    back.keep()
+                    continue
+            needed.append(victim)
         verdict = fits(ctx, cluster)
+    needed.reverse()
     cost = (
         max(v.job.priority for v in needed),
         len(needed),
@@ -135,11 +246,104 @@ def _search(ctx: JobContext, cluster: ClusterState, fits: FitCheck) -> Preemptio
     return Preemption(cluster.name, tuple(needed), verdict, cost)
 
 
-def _fits_without(
-    ctx: JobContext, cluster: ClusterState, fits: FitCheck, victims: Sequence[Placement]
-) -> bool:
-    """Whether the job fits `cluster` once `victims` are gone (a dry run)."""
-    with ctx.state.trial():
-        for victim in victims:
-            ctx.state.evict(victim)
-        return fits(ctx, cluster).status.ok
+@dataclass(slots=True)
+class _Group:
+    """Candidates evicted together: those whose first replica here is on `node` (None: a job
+    in another cluster or without known replicas), with the devices they hold on that node."""
+
+    node: int | None
+    victims: list[Placement]
+    held: dict[str, int]  # flavor -> devices the victims hold on `node`
+
+    def cost(self) -> tuple[int, int, float, str]:
+        victims = self.victims
+        return (
+            max(p.job.priority for p in victims),
+            len(victims),
+            sum(p.job.runtime_s for p in victims),
+            victims[0].job.id,
+        )
+
+
+def _node_groups(cluster: ClusterState, pool: list[Placement]) -> list[_Group]:
+    """Candidates grouped by node, cheapest group first."""
+    groups: dict[int | str, _Group] = {}
+    for p in pool:
+        node = cluster.node_index.get(p.replicas[0].node) if p.replicas else None
+        if p.cluster != cluster.name or node is None:
+            groups[p.job.id] = _Group(None, [p], {})
+            continue
+        group = groups.setdefault(node, _Group(node, [], {}))
+        group.victims.append(p)
+        for replica in p.replicas:
+            flavor = p.flavors[replica.task]
+            if flavor and cluster.node_index.get(replica.node) == node:
+                group.held[flavor] = group.held.get(flavor, 0) + max(len(replica.devices), 1)
+    return sorted(groups.values(), key=_Group.cost)
+
+
+def _frees_a_replica(ctx: JobContext, cluster: ClusterState, group: _Group) -> bool:
+    """Whether evicting the group would make room on its node for a replica of some task,
+    first by counting devices, then on a scratch copy of the node (groups without a node
+    only free quota and always count)."""
+    if group.node is None:
+        return True
+    node = cluster.nodes[group.node]
+    options = [
+        (task, option)
+        for assignment in ctx.assignments
+        for task, option in zip(ctx.job.tasks, assignment, strict=True)
+        if node.tolerates(ctx.tolerations(option))
+        and (
+            option is None
+            or option.milli < WHOLE
+            or (
+                option.flavor in node.devices
+                and node.devices[option.flavor].free_count() + group.held.get(option.flavor, 0)
+                >= option.count
+            )
+        )
+    ]
+    if not options:
+        return False
+    room = Room.of(node)
+    for victim in group.victims:
+        for usage in cluster.usages(victim):
+            if usage.node == group.node:
+                room.free(usage)
+    prefer = ctx.config.device_preference
+    return any(room.copy().fill(task, option, 1, prefer) for task, option in options)
+
+
+def _could_fit(ctx: JobContext, cluster: ClusterState, groups: list[_Group]) -> bool:
+    """A necessary condition from summaries: for some assignment, every task's replicas could
+    fit if each node gave its free devices plus every device candidates hold on it."""
+    held: dict[str, dict[int, int]] = {}  # flavor -> node -> devices candidates hold there
+    for group in groups:
+        if group.node is not None:
+            for flavor, devices in group.held.items():
+                held.setdefault(flavor, {})[group.node] = devices
+    capacity: dict[tuple[str, int], int] = {}
+
+    def replicas_possible(flavor: str, count: int) -> int:
+        found = capacity.get((flavor, count))
+        if found is None:
+            index = cluster.flavors.get(flavor)
+            extra = held.get(flavor, {})
+            found = 0
+            if index is not None:
+                for free, nodes in enumerate(index.buckets):
+                    found += sum((free + extra.get(n, 0)) // count for n in nodes)
+            capacity[(flavor, count)] = found
+        return found
+
+    gang = ctx.job.gang
+    return any(
+        all(
+            option is None
+            or option.milli < WHOLE
+            or replicas_possible(option.flavor, option.count) >= (task.replicas if gang else 1)
+            for task, option in zip(ctx.job.tasks, assignment, strict=True)
+        )
+        for assignment in ctx.assignments
+    )

@@ -8,6 +8,7 @@ its unused quota: it gets it back by preemption (reclaim).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 
 from federation.scheduling.model import COMPUTE, CPU, MEMORY, Assignment, Job, Queue
@@ -43,6 +44,8 @@ class QuotaLedger:
         self.usage: dict[str, dict[str, int]] = {name: {} for name in self.queues}
         self.cohort_usage: dict[str, dict[str, int]] = {}
         self.cohort_nominal: dict[str, dict[str, int]] = {}
+        self._versions = itertools.count(1)
+        self.version = 0  # a new, never repeated value with every charge
         for q in self.queues.values():
             if q.cohort:
                 self.cohort_usage.setdefault(q.cohort, {})
@@ -52,6 +55,7 @@ class QuotaLedger:
 
     def charge(self, queue: str, amounts: Mapping[str, int], sign: int = 1) -> None:
         """Add (sign 1) or remove (sign -1) `amounts` to a queue's and its cohort's usage."""
+        self.version = next(self._versions)
         used = self.usage.setdefault(queue, {})
         q = self.queues.get(queue)
         cohort = self.cohort_usage.get(q.cohort) if q is not None and q.cohort else None

@@ -176,7 +176,7 @@ class ClusterState:
 
     def _touch(self) -> None:
         self.version = next(self._versions)
-        self.cache.clear()
+        self.cache = {}
 
     def usages(self, placement: Placement) -> list[Usage]:
         """The node usage of a placement's known replicas on this cluster."""
@@ -219,9 +219,13 @@ class State:
         self.placements: dict[str, Placement] = {}
         self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
         self.by_queue: dict[str, dict[str, Placement]] = {}
+        self.by_flavor: dict[tuple[str, str], dict[str, Placement]] = {}  # (cluster, flavor)
+        # per cluster: how many preemptible placements there are of each priority
+        self.preemptible: dict[str, dict[int, int]] = {name: {} for name in self.clusters}
         self.preempting: set[str] = set(snapshot.preempting)
         self.held: dict[str, list[tuple[str, Usage]]] = {}  # reservations by holding job id
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
+        self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
         for placement in snapshot.placements:
             self._account(placement, 1)
@@ -232,10 +236,16 @@ class State:
 
     @contextmanager
     def trial(self) -> Iterator[Trial]:
-        """Log every change made inside; undo them on exit unless `keep()` was called."""
+        """Log every change made inside; undo them on exit unless `keep()` was called.
+
+        Undoing also gives every cluster back its version and cache (and the quota ledger its
+        version): the state is exactly what it was, so what was cached about it holds again.
+        """
         log: list[Callable[[], None]] = []
         self._undo.append(log)
         marker = Trial()
+        versions = [(c, c.version, c.cache) for c in self.clusters.values()]
+        quota_version = self.quota.version
         try:
             yield marker
         finally:
@@ -245,6 +255,9 @@ class State:
             elif not marker.kept:
                 for undo in reversed(log):
                     undo()
+                for cluster, version, cache in versions:
+                    cluster.version, cluster.cache = version, cache
+                self.quota.version = quota_version
 
     def _log(self, undo: Callable[[], None]) -> None:
         if self._undo:
@@ -257,15 +270,13 @@ class State:
         cluster = self.clusters[placement.cluster]
         taken = self._take_all(cluster, cluster.usages(placement))
         self._account(placement, 1)
+        self._log(lambda: self._remove(placement, taken))
 
-        def undo() -> None:
-            self._account(placement, -1)
-            self._give_all(cluster, taken)
+    def evict(self, placement: Placement) -> list[Usage]:
+        """Remove a placement: refund quota and free what its replicas hold on their nodes.
 
-        self._log(undo)
-
-    def evict(self, placement: Placement) -> None:
-        """Remove a placement: refund quota and free what its replicas hold on their nodes."""
+        Returns the usage freed, which `restore` takes back.
+        """
         cluster = self.clusters[placement.cluster]
         given = []
         for usage in cluster.usages(placement):
@@ -276,12 +287,21 @@ class State:
                 cluster.give(usage)
             given.append(usage)
         self._account(placement, -1)
+        self._log(lambda: self._add(placement, given))
+        return given
 
-        def undo() -> None:
-            self._account(placement, 1)
-            self._take_all(cluster, given)
+    def restore(self, placement: Placement, given: list[Usage]) -> None:
+        """Undo `evict(placement)`, which returned `given`."""
+        self._add(placement, given)
+        self._log(lambda: self._remove(placement, given))
 
-        self._log(undo)
+    def _add(self, placement: Placement, given: list[Usage]) -> None:
+        self._account(placement, 1)
+        self._take_all(self.clusters[placement.cluster], given)
+
+    def _remove(self, placement: Placement, given: list[Usage]) -> None:
+        self._account(placement, -1)
+        self._give_all(self.clusters[placement.cluster], given)
 
     def hold(self, reservation: Placement) -> None:
         """Hold capacity for `reservation.job` (replicas whose devices are taken are skipped)."""
@@ -312,19 +332,31 @@ class State:
         options = tuple(placement.option(t) for t in range(len(placement.job.tasks)))
         self.quota.charge(placement.job.queue, demand(placement.job, options), sign)
         job = placement.job
-        indexes = (
+        indexes = [
             self.placements,
             self.by_cluster.setdefault(placement.cluster, {}),
             self.by_queue.setdefault(job.queue, {}),
-        )
+        ]
+        indexes += [
+            self.by_flavor.setdefault((placement.cluster, flavor), {})
+            for flavor in set(placement.flavors)
+            if flavor
+        ]
         for index in indexes:
             if sign > 0:
                 index[job.id] = placement
             else:
                 index.pop(job.id, None)
+        if job.preemptible:
+            counts = self.preemptible.setdefault(placement.cluster, {})
+            counts[job.priority] = counts.get(job.priority, 0) + sign
         presence = self.presence.setdefault(placement.cluster, {})
         for key in (f"queue:{job.queue}", f"tenant:{self.tenant(job.queue)}"):
             presence[key] = presence.get(key, 0) + sign
+
+    def any_preemptible_below(self, cluster: str, priority: int) -> bool:
+        """Whether `cluster` runs a preemptible placement of priority lower than `priority`."""
+        return any(n > 0 and p < priority for p, n in self.preemptible.get(cluster, {}).items())
 
     def tenant(self, queue: str) -> str:
         """Tenant of a queue ("" if unknown)."""

@@ -9,20 +9,23 @@ cached per cluster version and request shape.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from contextlib import suppress
 from itertools import chain
 
 from federation.scheduling.devices import (
     WHOLE,
+    DeviceConflict,
     NodeDevices,
     Preference,
     allocate,
-    fit,
+    choose,
     max_feasible_count,
+    release,
     shape,
 )
 from federation.scheduling.framework import Estimate, JobContext
 from federation.scheduling.model import Assignment, FlavorOption, Job, ReplicaPlacement, Task
-from federation.scheduling.state import ClusterState, NodeState
+from federation.scheduling.state import ClusterState, NodeState, Usage
 from federation.scheduling.status import SUCCESS, Status, unschedulable
 
 
@@ -42,6 +45,21 @@ class Room:
         """The node's free capacity now."""
         return cls(node.cpu_free, node.memory_free, node.pods_free, dict(node.devices))
 
+    def copy(self) -> Room:
+        """An independent copy to try replicas on."""
+        return Room(self.cpu, self.memory, self.pods, dict(self.devices))
+
+    def free(self, usage: Usage) -> None:
+        """Give back what `usage` holds here (devices only if they are held as it says)."""
+        self.cpu += usage.cpu_milli
+        self.memory += usage.memory_mib
+        self.pods += 1
+        if usage.request is not None:
+            with suppress(DeviceConflict):
+                self.devices[usage.model] = release(
+                    self.devices[usage.model], usage.request, usage.devices
+                )
+
     def fill(
         self, task: Task, option: FlavorOption | None, want: int, prefer: Preference
     ) -> list[tuple[int, ...]]:
@@ -58,11 +76,11 @@ class Room:
                 devices = self.devices.get(option.flavor)
                 if devices is None:
                     break
-                chosen = fit(devices, request, prefer=prefer)
-                if not chosen.ok:
+                chosen = choose(devices, request, prefer=prefer)
+                if chosen is None:
                     break
-                self.devices[option.flavor] = allocate(devices, request, chosen.devices)
-                placed.append(chosen.devices)
+                self.devices[option.flavor] = allocate(devices, request, chosen)
+                placed.append(chosen)
             else:
                 placed.append(())
             self.cpu -= task.cpu_milli
