@@ -48,10 +48,7 @@ class _NoAPI:
     async def read_pod(self, namespace: str, name: str) -> Any:
         raise NotImplementedError
 
-    async def annotate(self, namespace: str, name: str, uid: str, annotations: Any) -> None:
-        raise NotImplementedError
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
+    async def bind(self, namespace: str, name: str, uid: str, node: str, annotations: Any) -> None:
         raise NotImplementedError
 
 

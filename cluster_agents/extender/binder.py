@@ -1,16 +1,21 @@
-"""Bind: choose exact devices on the chosen node, annotate the pod, create the Binding.
+"""Bind: choose exact devices on the chosen node and create a Binding that carries them.
 
-Binds to one node run one at a time under a per-node asyncio lock: the choice is re-checked
-against the cache (which may have moved since filter) plus the reservations of binds in
-flight, the devices are reserved, then the pod gets `DEVICES` / `BOUND_NODE` and the Binding
-is created. A failure releases the reservation. Two pods can therefore never be given the
-same device, whatever the order in which kube-scheduler's binding goroutines arrive.
+The choice is re-checked against the cache (which may have moved since filter) plus the
+reservations of binds in flight, and the devices are reserved, with no `await` in between:
+on the event loop that is one critical section per node, so two pods can never be given the
+same device, whatever the order in which kube-scheduler's binding goroutines arrive. Only then
+is the Binding created; its `DEVICES` / `BOUND_NODE` annotations are merged into the pod by
+the apiserver in the same update that sets `spec.nodeName` (one write, never a bound pod
+without its devices or an annotated pod left unbound). A failure releases the reservation.
+
+No lock is held across the API call: packing policies send bursts of pods to one node, and a
+per-node lock held over the round trips serialized them (2 s mean bind latency at 500 pods).
+A second bind of the same pod while one is in flight (kube-scheduler retries after its HTTP
+timeout) is refused instead.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,20 +37,16 @@ class APIError(Exception):
 
 
 class PodAPI(Protocol):
-    """The three pod calls a bind needs."""
+    """The pod calls a bind needs."""
 
     async def read_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
         """The pod's JSON."""
         ...
 
-    async def annotate(
-        self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
-        """Merge `annotations` into the pod with this uid."""
-        ...
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """Create the pod's Binding to `node`."""
+        """Create the Binding of the pod with this uid to `node`, merging `annotations`."""
         ...
 
 
@@ -66,7 +67,7 @@ class Binder:
         self.cache = cache
         self.api = api
         self.prefer = prefer
-        self._locks: defaultdict[str, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._in_flight: set[str] = set()  # uids being bound
 
     async def bind(self, args: BindingArgs) -> BindOutcome:
         """Bind the pod `args` names to `args.node`."""
@@ -81,30 +82,28 @@ class Binder:
                 return BindOutcome(f"pod {ns}/{name} has uid {pod.uid}, not {uid}")
         demand = pod.demand
         if demand is None:  # asks for nothing of ours: a plain binding
-            return await self._create_binding(ns, name, uid, node)
-        async with self._locks[node]:
-            model, decision = choose(self.cache, demand, node, self.prefer)
-            if not decision.ok:
-                return BindOutcome(f"bind conflict on {node}: {decision.reason}", True)
-            held = decision.devices
-            self.cache.reserve(
-                uid,
-                Reservation(node, model, demand.request, held, demand.cpu_milli, demand.memory_mib),
-            )
             try:
-                notes = {wire.DEVICES: format_devices(held), wire.BOUND_NODE: node}
-                await self.api.annotate(ns, name, uid, notes)
+                await self.api.bind(ns, name, uid, node, {})
             except APIError as exc:
-                self.cache.release(uid)
-                return BindOutcome(f"annotating {ns}/{name} failed: {exc}")
-            outcome = await self._create_binding(ns, name, uid, node)
-            if outcome.error:
-                self.cache.release(uid)
-            return BindOutcome(outcome.error, devices=() if outcome.error else held)
-
-    async def _create_binding(self, ns: str, name: str, uid: str, node: str) -> BindOutcome:
+                return BindOutcome(f"binding {ns}/{name} to {node} failed: {exc}")
+            return BindOutcome()
+        if uid in self._in_flight:
+            return BindOutcome(f"a bind of {ns}/{name} is already in flight")
+        model, decision = choose(self.cache, demand, node, self.prefer)
+        if not decision.ok:
+            return BindOutcome(f"bind conflict on {node}: {decision.reason}", True)
+        held = decision.devices
+        reservation = Reservation(
+            node, model, demand.request, held, demand.cpu_milli, demand.memory_mib
+        )
+        self.cache.reserve(uid, reservation)  # no await since choose(): nothing came between
+        self._in_flight.add(uid)
         try:
-            await self.api.bind(ns, name, uid, node)
+            notes = {wire.DEVICES: format_devices(held), wire.BOUND_NODE: node}
+            await self.api.bind(ns, name, uid, node, notes)
         except APIError as exc:
+            self.cache.release(uid)
             return BindOutcome(f"binding {ns}/{name} to {node} failed: {exc}")
-        return BindOutcome()
+        finally:
+            self._in_flight.discard(uid)
+        return BindOutcome(devices=held)

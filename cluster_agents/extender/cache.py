@@ -102,6 +102,7 @@ class Cache:
         self.layout = 0  # grows when the node set or a node's inventory changes
         self.nodes_synced = False
         self.pods_synced = False
+        self._node_inputs: dict[str, tuple[Any, ...]] = {}  # what each node was resolved from
         self._on_node: dict[str, dict[str, PodInfo]] = {}
         self._reserved: dict[str, Reservation] = {}
         self._generation: dict[str, int] = {}
@@ -113,7 +114,18 @@ class Cache:
     # --- inputs ------------------------------------------------------------------------------
 
     def set_node(self, obj: Mapping[str, Any]) -> None:
-        """Add or update a node from its JSON."""
+        """Add or update a node from its JSON (heartbeats, which change none of the inputs of
+        the inventory, cost a comparison)."""
+        meta = obj.get("metadata") or {}
+        inputs = (
+            meta.get("labels"),
+            meta.get("annotations"),
+            (obj.get("status") or {}).get("allocatable"),
+        )
+        name = meta.get("name", "")
+        if self._node_inputs.get(name) == inputs:
+            return
+        self._node_inputs[name] = inputs
         info = node_info(self.catalog, obj)
         if self.nodes.get(info.name) != info:
             self.nodes[info.name] = info
@@ -122,6 +134,7 @@ class Cache:
 
     def remove_node(self, name: str) -> None:
         """Forget a deleted node."""
+        self._node_inputs.pop(name, None)
         if self.nodes.pop(name, None) is not None:
             self.layout += 1
             self._touch(name)

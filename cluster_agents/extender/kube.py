@@ -59,23 +59,20 @@ class KubePods:
             )
         )
 
-    async def annotate(
-        self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
-        """Merge-patch annotations; the uid makes the patch fail on a recreated pod."""
-        patch = {"metadata": {"uid": uid, "annotations": dict(annotations)}}
-        await _read(
-            self.core.patch_namespaced_pod(
-                name, namespace, patch, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
-            )
-        )
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        """POST pods/<name>/binding, as kube-scheduler's default binder does."""
+        """POST pods/<name>/binding (as kube-scheduler's binder, plus annotations the apiserver
+        merges into the pod); the uid makes it fail on a recreated pod."""
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": uid,
+                "annotations": dict(annotations),
+            },
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         await _read(

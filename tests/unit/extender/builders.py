@@ -117,7 +117,7 @@ def cache(*nodes: dict[str, Any], pods: tuple[dict[str, Any], ...] = ()) -> Cach
 class FakeAPI:
     """Pods in memory; each call yields to the loop (and may be told to fail), as real I/O does.
 
-    Successful calls are also fed to `cache`, like the watch would, when `watch` is set.
+    Successful changes are also shown to `cache` at once, as a watch would, when it is set.
     """
 
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -145,18 +145,14 @@ class FakeAPI:
             raise APIError(404, f"pods {name!r} not found")
         return self.pods[(namespace, name)]
 
-    async def annotate(
-        self, namespace: str, name: str, uid: str, annotations: Mapping[str, str]
+    async def bind(
+        self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
     ) -> None:
-        await self._io("annotate", name)
-        obj = self.pods[(namespace, name)]
-        obj["metadata"]["annotations"].update(annotations)
-        if self.cache is not None:
-            self.cache.set_pod(obj)
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
         await self._io("bind", name)
         obj = self.pods[(namespace, name)]
+        if obj["metadata"]["uid"] != uid or obj["spec"].get("nodeName"):
+            raise APIError(409, f"pod {name} is gone or already bound")
+        obj["metadata"]["annotations"].update(annotations)
         obj["spec"]["nodeName"] = node
         if self.cache is not None:
             self.cache.set_pod(obj)

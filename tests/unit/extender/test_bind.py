@@ -32,12 +32,12 @@ def setup(*pods: dict[str, Any], node: dict[str, Any] | None = None) -> tuple[Ca
     return c, api
 
 
-async def test_bind_annotates_then_binds_with_topology_aware_devices() -> None:
+async def test_bind_carries_topology_aware_devices_in_the_binding() -> None:
     p = pod("p", flavor=B3, count=12)
     c, api = setup(p)
     outcome = await Binder(c, api).bind(args(p, "n"))
     assert outcome.error == "" and outcome.devices == (0, 1, 2, 3, 4, 5, 8, 9, 10, 11, 12, 13)
-    assert [call for call, _ in api.calls] == ["annotate", "bind"]
+    assert [call for call, _ in api.calls] == ["bind"]
     notes = p["metadata"]["annotations"]
     assert notes[wire.DEVICES] == "0,1,2,3,4,5,8,9,10,11,12,13"
     assert notes[wire.BOUND_NODE] == "n" and p["spec"]["nodeName"] == "n"
@@ -45,14 +45,13 @@ async def test_bind_annotates_then_binds_with_topology_aware_devices() -> None:
     assert c.occupancy("n", B3).devices.free_count() == 4
 
 
-async def test_failed_calls_release_the_reservation() -> None:
-    for failing in ("annotate", "bind"):
-        p = pod("p", flavor=B3, count=4)
-        c, api = setup(p)
-        api.fail = {failing}
-        outcome = await Binder(c, api).bind(args(p, "n"))
-        assert f"{failing} failed on purpose" in outcome.error and not outcome.conflict
-        assert c.reservations == 0 and c.occupancy("n", B3).devices.free_count() == 16
+async def test_a_failed_binding_releases_the_reservation() -> None:
+    p = pod("p", flavor=B3, count=4)
+    c, api = setup(p)
+    api.fail = {"bind"}
+    outcome = await Binder(c, api).bind(args(p, "n"))
+    assert "bind failed on purpose" in outcome.error and not outcome.conflict
+    assert c.reservations == 0 and c.occupancy("n", B3).devices.free_count() == 16
 
 
 async def test_a_node_that_filled_up_since_filter_is_a_conflict() -> None:
@@ -64,6 +63,15 @@ async def test_a_node_that_filled_up_since_filter_is_a_conflict() -> None:
         outcome.conflict and "bind conflict on n: huawei/Ascend910B3: needs 8 free" in outcome.error
     )
     assert api.calls == []
+
+
+async def test_a_second_bind_of_a_pod_in_flight_is_refused() -> None:
+    p = pod("p", flavor=B3, count=2)
+    c, api = setup(p)
+    binder = Binder(c, api)
+    first, second = await asyncio.gather(binder.bind(args(p, "n")), binder.bind(args(p, "n")))
+    assert first.devices == (0, 1) and "already in flight" in second.error
+    assert [call for call, _ in api.calls] == ["bind"]
 
 
 async def test_pod_not_yet_in_the_cache_is_read_from_the_api() -> None:
@@ -112,12 +120,8 @@ class LaggingAPI(FakeAPI):
                 self.shown += 1
             await asyncio.sleep(0)
 
-    async def annotate(self, namespace: str, name: str, uid: str, annotations: Any) -> None:
-        await super().annotate(namespace, name, uid, annotations)
-        self._echo(namespace, name)
-
-    async def bind(self, namespace: str, name: str, uid: str, node: str) -> None:
-        await super().bind(namespace, name, uid, node)
+    async def bind(self, namespace: str, name: str, uid: str, node: str, annotations: Any) -> None:
+        await super().bind(namespace, name, uid, node, annotations)
         self._echo(namespace, name)
 
 

@@ -53,13 +53,6 @@ def test_binpack_fills_the_fuller_node_and_spread_the_emptier() -> None:
     assert Prioritizer(c, "spread").scores(demand(c, count=2), names) == {"empty": 10, "half": 0}
 
 
-def test_suanpan_keeps_the_big_node_whole_where_fgd_ties() -> None:
-    c = cluster()
-    names = ["empty", "b16"]
-    assert Prioritizer(c, "suanpan").scores(demand(c, count=2), names) == {"empty": 10, "b16": 0}
-    assert Prioritizer(c, "fgd").scores(demand(c, count=2), names) == {"empty": 10, "b16": 10}
-
-
 def test_the_mirrored_pool_follows_every_change() -> None:
     c = cluster()
     incremental = Prioritizer(c, "suanpan")
