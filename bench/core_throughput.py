@@ -127,7 +127,7 @@ def _busy_node(
         flavor.topology,
         flavor.sharing,
     )
-    running = []
+    running: list[Placement] = []
     cpu = 0
     for _ in range(rng.randint(0, 3)):
         count = rng.choice([1, 2, 4, 8])

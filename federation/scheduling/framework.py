@@ -8,7 +8,7 @@ hand it a trial copy. Scores are 0-100 per plugin, then weighted by `SchedulerCo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal, Protocol
@@ -62,7 +62,17 @@ class Candidate:
 class JobContext:
     """Typed state of one job in one cycle, shared by the plugins that look at it."""
 
-    __slots__ = ("_demands", "_tolerations", "assignments", "config", "estimates", "job", "state")
+    __slots__ = (
+        "_demands",
+        "_keys",
+        "_tolerations",
+        "assignments",
+        "config",
+        "estimates",
+        "job",
+        "shape",
+        "state",
+    )
 
     def __init__(
         self, job: Job, state: State, config: SchedulerConfig, assignments: Sequence[Assignment]
@@ -74,6 +84,20 @@ class JobContext:
         self.estimates: dict[tuple[str, Assignment], Estimate] = {}
         self._demands: dict[Assignment, dict[str, int]] = {}
         self._tolerations: dict[FlavorOption | None, frozenset[str]] = {}
+        self._keys: dict[int, Hashable] = {}
+        # what besides the assignment decides fit, so jobs alike share cached results
+        tasks = tuple((t.name, t.replicas, t.cpu_milli, t.memory_mib) for t in job.tasks)
+        self.shape: Hashable = (tasks, job.gang, job.constraints.tolerations)
+
+    def key(self, assignment: Assignment) -> Hashable:
+        """A cheap cache key for one of `assignments`: its options as plain values."""
+        found = self._keys.get(id(assignment))
+        if found is None:
+            found = self._keys[id(assignment)] = tuple(
+                None if o is None else (o.flavor, o.count, o.milli, o.memory_mib, o.tolerations)
+                for o in assignment
+            )
+        return found
 
     def demand(self, assignment: Assignment) -> Mapping[str, int]:
         """Quota the job charges with `assignment`."""

@@ -27,7 +27,7 @@ from federation.scheduling.devices import WHOLE
 from federation.scheduling.flavors import FitCheck, Verdict
 from federation.scheduling.framework import JobContext
 from federation.scheduling.model import Placement
-from federation.scheduling.plugins.gang_fit import Room, shape_key
+from federation.scheduling.plugins.gang_fit import Room
 from federation.scheduling.quota import QuotaLedger
 from federation.scheduling.state import ClusterState, Usage
 
@@ -80,29 +80,25 @@ def find_preemption(
         key: Hashable = (
             "no victims",
             cluster.name,
-            shape_key(job),
-            ctx.assignments,
+            ctx.shape,
+            tuple(ctx.key(a) for a in ctx.assignments),
             job.priority,
             scope.reclaimable,
             job.queue if scope.quota_blocked else "",
         )
         if remember and key in state.memo:
             continue
-        groups_key, groups = _candidate_groups(ctx, cluster, scope)
-        victims = [v for g in groups for v in g.victims if v.job.id not in state.preempting]
-        if not victims:
-            continue
-        top = min(v.job.priority for v in victims)
-        lost = min(v.job.runtime_s for v in victims if v.job.priority == top)
-        searchable.append(((top, 1, lost, cluster.order), cluster, (groups_key, groups), key))
+        pool = _candidate_groups(ctx, cluster, scope)
+        if pool.groups:
+            searchable.append(((*pool.bound, cluster.order), cluster, pool, key))
     searchable.sort(key=lambda entry: entry[0])
     best: Preemption | None = None
     offers = 0
     limit = ctx.config.preemption_compare
-    for bound, cluster, keyed_groups, key in searchable:
+    for bound, cluster, pool, key in searchable:
         if best is not None and bound >= best.cost:
             break
-        found = _search(ctx, cluster, fits, keyed_groups)
+        found = _search(ctx, cluster, fits, pool)
         if found is None:
             if remember:
                 state.memo[key] = None
@@ -186,38 +182,54 @@ def _reclaims(ctx: JobContext, victim_queue: str) -> bool:
     )
 
 
-def _candidate_groups(
-    ctx: JobContext, cluster: ClusterState, scope: Scope
-) -> tuple[Hashable, list[_Group]]:
-    """Candidates grouped by node and their cache key: cached per cluster version for jobs
-    alike (victims marked preempting since are skipped by the callers)."""
+@dataclass(frozen=True, slots=True)
+class _Pool:
+    """A cluster's candidates for jobs alike, grouped by node, with a lower bound on the cost
+    of any victim set from them: (lowest priority, 1 victim, least run time at it)."""
+
+    key: Hashable
+    groups: list[_Group]
+    bound: tuple[int, int, float]
+
+
+def _candidate_groups(ctx: JobContext, cluster: ClusterState, scope: Scope) -> _Pool:
+    """The cluster's candidates, cached per request scope and the versions of the flavors
+    involved (victims marked preempting since are skipped by `_search`)."""
     state = ctx.state
-    key = ("victims", scope, ctx.job.priority, state.quota.version if scope.quota_blocked else 0)
-    groups: list[_Group] | None = cluster.cache.get(key)
-    if groups is None:
-        groups = cluster.cache[key] = _node_groups(cluster, candidates(ctx, cluster, scope))
-    return key, groups
+    flavors = sorted(scope.flavors | ({""} if scope.any_node else set()))
+    key = (
+        "victims",
+        scope,
+        ctx.job.priority,
+        state.quota.version if scope.quota_blocked else 0,
+        cluster.versions_of(flavors),
+    )
+    pool: _Pool | None = cluster.fit_cache.get(key)
+    if pool is None:
+        victims = candidates(ctx, cluster, scope)
+        bound = (0, 1, 0.0)
+        if victims:
+            top = victims[0].job.priority  # candidates come cheapest first
+            bound = (top, 1, min(v.job.runtime_s for v in victims if v.job.priority == top))
+        pool = cluster.fit_cache[key] = _Pool(key, _node_groups(cluster, victims), bound)
+    return pool
 
 
 def _search(
-    ctx: JobContext,
-    cluster: ClusterState,
-    fits: FitCheck,
-    keyed_groups: tuple[Hashable, list[_Group]],
+    ctx: JobContext, cluster: ClusterState, fits: FitCheck, pool: _Pool
 ) -> Preemption | None:
     """The victim set for `cluster`, or None when no set of candidates makes the job fit."""
-    state, job = ctx.state, ctx.job
-    groups_key, groups = keyed_groups
-    bound = ("could fit", groups_key, shape_key(job), ctx.assignments)
-    could: bool | None = cluster.cache.get(bound)
+    state = ctx.state
+    bound = ("could fit", pool.key, ctx.shape, tuple(ctx.key(a) for a in ctx.assignments))
+    could: bool | None = cluster.fit_cache.get(bound)
     if could is None:
-        could = cluster.cache[bound] = _could_fit(ctx, cluster, groups)
+        could = cluster.fit_cache[bound] = _could_fit(ctx, cluster, pool.groups)
     if not could:
         return None
     with state.trial():
         freed: list[tuple[Placement, list[Usage]]] = []
         fitted = False
-        for group in groups:
+        for group in pool.groups:
             victims = [v for v in group.victims if v.job.id not in state.preempting]
             if not victims or not _frees_a_replica(ctx, cluster, group):
                 continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +26,7 @@ from federation.scheduling.model import Cluster, Node, Placement, Snapshot
 from federation.scheduling.quota import QuotaLedger, demand
 
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+FIT_CACHE_LIMIT = 50_000  # entries of stale versions are dropped past this many
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,8 +134,11 @@ class ClusterState:
                     index.total += devices.size
                     index.enter(n.index, devices)
         self._versions = versions
-        self.version = next(versions)
+        self.version = next(versions)  # changes with any change in the cluster
+        # per flavor: changes when a node carrying it changes; "" changes with any node
+        self.flavor_versions: dict[str, int] = dict.fromkeys((*self.flavors, ""), self.version)
         self.cache: dict[Hashable, Any] = {}  # valid for this version only
+        self.fit_cache: dict[Hashable, Any] = {}  # keys carry the flavor versions they rely on
         self.static_cache: dict[Hashable, Any] = {}  # facts that usage does not change
 
     def take(self, usage: Usage) -> None:
@@ -149,7 +153,7 @@ class ClusterState:
         n.pods_free -= 1
         if n.node.ready:
             self.cpu_free -= usage.cpu_milli
-        self._touch()
+        self._touch(n)
 
     def give(self, usage: Usage) -> None:
         """Undo `take(usage)` exactly; raises `DeviceConflict` (changing nothing) if not held."""
@@ -163,7 +167,7 @@ class ClusterState:
         n.pods_free += 1
         if n.node.ready:
             self.cpu_free += usage.cpu_milli
-        self._touch()
+        self._touch(n)
 
     def _swap(self, n: NodeState, model: str, before: NodeDevices, after: NodeDevices) -> None:
         index = self.flavors[model]
@@ -174,9 +178,18 @@ class ClusterState:
         if tracked:
             index.enter(n.index, after)
 
-    def _touch(self) -> None:
+    def _touch(self, node: NodeState) -> None:
         self.version = next(self._versions)
         self.cache = {}
+        versions = self.flavor_versions
+        for model in (*node.devices, ""):
+            versions[model] = self.version
+        if len(self.fit_cache) > FIT_CACHE_LIMIT:
+            self.fit_cache.clear()
+
+    def versions_of(self, flavors: Iterable[str]) -> tuple[int, ...]:
+        """The versions of `flavors` ("" for any node), for cache keys."""
+        return tuple(self.flavor_versions.get(f, 0) for f in flavors)
 
     def usages(self, placement: Placement) -> list[Usage]:
         """The node usage of a placement's known replicas on this cluster."""
@@ -244,7 +257,9 @@ class State:
         log: list[Callable[[], None]] = []
         self._undo.append(log)
         marker = Trial()
-        versions = [(c, c.version, c.cache) for c in self.clusters.values()]
+        versions = [
+            (c, c.version, c.cache, dict(c.flavor_versions)) for c in self.clusters.values()
+        ]
         quota_version = self.quota.version
         try:
             yield marker
@@ -255,8 +270,9 @@ class State:
             elif not marker.kept:
                 for undo in reversed(log):
                     undo()
-                for cluster, version, cache in versions:
+                for cluster, version, cache, flavor_versions in versions:
                     cluster.version, cluster.cache = version, cache
+                    cluster.flavor_versions = flavor_versions
                 self.quota.version = quota_version
 
     def _log(self, undo: Callable[[], None]) -> None:

@@ -20,18 +20,20 @@ class FlavorAvailability:
 
     def filter(self, ctx: JobContext, cluster: ClusterState, assignment: Assignment) -> Status:
         """SUCCESS when every task could fit the emptied cluster."""
-        for task, option in zip(ctx.job.tasks, assignment, strict=True):
-            need = task.replicas if ctx.job.gang else 1
-            tolerations = ctx.tolerations(option)
-            key = ("empty", task, option, tolerations, need)
-            status: Status | None = cluster.static_cache.get(key)
-            if status is None:
-                status = cluster.static_cache[key] = _empty_fit(
-                    cluster, task, option, tolerations, need
-                )
-            if not status.ok:
-                return status
-        return SUCCESS
+        key = ("empty", ctx.key(assignment), ctx.shape)
+        status: Status | None = cluster.static_cache.get(key)
+        if status is None:
+            status = cluster.static_cache[key] = _first_misfit(ctx, cluster, assignment)
+        return status
+
+
+def _first_misfit(ctx: JobContext, cluster: ClusterState, assignment: Assignment) -> Status:
+    for task, option in zip(ctx.job.tasks, assignment, strict=True):
+        need = task.replicas if ctx.job.gang else 1
+        status = _empty_fit(cluster, task, option, ctx.tolerations(option), need)
+        if not status.ok:
+            return status
+    return SUCCESS
 
 
 def _empty_fit(

@@ -8,7 +8,7 @@ cached per cluster version and request shape.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from contextlib import suppress
 from itertools import chain
 
@@ -89,23 +89,27 @@ class Room:
         return placed
 
 
-def shape_key(job: Job) -> Hashable:
-    """What of a job besides its assignment decides its gang fit (jobs alike share results)."""
-    tasks = tuple((t.name, t.replicas, t.cpu_milli, t.memory_mib) for t in job.tasks)
-    return (tasks, job.gang, job.constraints.tolerations)
-
-
 class GangFit:
     """Unschedulable unless all replicas of a gang (one per task otherwise) fit right now."""
 
     name = "gang_fit"
 
     def filter(self, ctx: JobContext, cluster: ClusterState, assignment: Assignment) -> Status:
-        """SUCCESS with an estimate recorded in `ctx.estimates`, or the shortfall in numbers."""
-        key = ("gang", assignment, shape_key(ctx.job), ctx.config.device_preference)
-        found: tuple[Status, Estimate | None] | None = cluster.cache.get(key)
+        """SUCCESS with an estimate recorded in `ctx.estimates`, or the shortfall in numbers.
+
+        Results are cached per request shape and the versions of the flavors involved, so a
+        placement of one flavor leaves what is known about the others valid.
+        """
+        flavors = ("" if o is None else o.flavor for o in assignment)
+        key = (
+            ctx.key(assignment),
+            ctx.shape,
+            ctx.config.device_preference,
+            cluster.versions_of(flavors),
+        )
+        found: tuple[Status, Estimate | None] | None = cluster.fit_cache.get(key)
         if found is None:
-            found = cluster.cache[key] = _estimate(ctx, cluster, assignment)
+            found = cluster.fit_cache[key] = _estimate(ctx, cluster, assignment)
         status, estimate = found
         if estimate is not None:
             ctx.estimates[(cluster.name, assignment)] = estimate
