@@ -1,14 +1,15 @@
 """The extender's picture of the cluster: nodes, pods and in-flight reservations.
 
-Fed by list+watch (`cluster_agents.extender.watch`); no I/O here. A node's device occupancy
-is rebuilt from what holds devices on it, in this order:
+Fed by list+watch (`cluster_agents.extender.kube`); no I/O here. A node's device occupancy is
+rebuilt from what holds devices on it, with the rules the agent uses to report nodes to the
+hub (`cluster_agents.backends.k8s_nodes`), so that hub and extender agree:
 
-1. bound, running pods with a `DEVICES` annotation: exactly those devices (with their
-   `DEVICE_REQUEST`, so shares count as shares);
+1. bound, non-terminal pods with a `DEVICES` annotation: exactly those devices (with their
+   `DEVICE_REQUEST`, so shares count as shares), healthy or not;
 2. reservations of binds in flight (devices chosen, pod not yet seen bound);
-3. bound pods without a usable annotation (bound by someone else, or two pods claiming one
-   device): conservatively whole devices, as many as they request, where `devices.fit`
-   would put them.
+3. bound pods without a usable annotation (bound by someone else; or, never expected, two
+   pods claiming one device): conservatively whole devices, as many as they request, on the
+   lowest indices still entirely free, pods in (namespace, name) order.
 
 Every change to a node or to what holds devices on it bumps the node's generation; the
 occupancy and fit results are memoized per generation.
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from cluster_agents.extender.demand import Demand, PodInfo, pod_info
-from cluster_agents.extender.nodes import NodeInfo, empty_devices, node_info
+from cluster_agents.extender.nodes import NodeInfo, node_info
 from federation.catalog import Catalog
 from federation.scheduling import devices
 from federation.scheduling.devices import DeviceRequest, Fit, FitCode, NodeDevices
@@ -213,10 +214,11 @@ class Cache:
         memo = self._occupancy.get((node, model))
         if memo is not None and memo[0] == gen:
             return memo[1]
-        resolved = self.nodes[node].model(model)
+        info = self.nodes[node]
+        resolved = info.model(model)
         if resolved is None:
             raise KeyError(f"node {node} has no {model} devices")
-        occupancy = self._build(node, model, empty_devices(resolved))
+        occupancy = self._build(node, model, info.empty(resolved))
         self._occupancy[(node, model)] = (gen, occupancy)
         return occupancy
 
@@ -294,12 +296,14 @@ class Cache:
             self._on_node.get(pod.node, {}).pop(pod.uid, None)
             self._touch(pod.node)
 
-    def _build(self, node: str, model: str, nd: NodeDevices) -> Occupancy:
+    def _build(self, node: str, model: str, empty: NodeDevices) -> Occupancy:
         info = self.nodes[node]
+        nd = replace(empty, healthy=(True,) * empty.size)  # held devices may have turned sick
         placed: list[Placed] = []
         exact: list[tuple[PodRequest, tuple[int, ...]]] = []
         unknown: list[PodRequest] = []
-        for pod in self._on_node.get(node, {}).values():
+        pods = sorted(self._on_node.get(node, {}).values(), key=lambda p: (p.namespace, p.name))
+        for pod in pods:
             if not pod.active:
                 continue
             resolved = info.resolve(pod.demand.target) if pod.demand else None
@@ -322,17 +326,13 @@ class Cache:
                 unknown.append(req)
                 continue
             placed.append(Placed(req, held))
-        for req in unknown:
+        for req in unknown:  # whole devices, on the lowest indices still entirely free
             assert req.device is not None
-            whole = DeviceRequest(req.device.count)
-            decision = devices.fit(nd, whole)
-            held = (
-                decision.devices or tuple(i for i in range(nd.size) if nd.is_free(i))[: whole.count]
-            )
+            held = tuple(i for i in range(nd.size) if nd.is_free(i))[: req.device.count]
             if held:
                 whole = DeviceRequest(len(held))
                 nd = devices.allocate(nd, whole, held)
                 placed.append(
                     Placed(PodRequest(req.cpu_milli, req.memory_mib, whole, req.models), held)
                 )
-        return Occupancy(nd, tuple(placed))
+        return Occupancy(replace(nd, healthy=empty.healthy), tuple(placed))

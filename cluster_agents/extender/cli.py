@@ -18,9 +18,11 @@ from typing import Any
 
 from aiohttp import web
 
+from cluster_agents.backends.k8s_metrics import BackendMetrics
 from cluster_agents.extender.cache import Cache
 from cluster_agents.extender.config import DEFAULT_URL, render, scheduler_config
-from cluster_agents.extender.kube import KubePods, Source, reflect
+from cluster_agents.extender.kube import KubePods, keep_synced, reflectors
+from cluster_agents.extender.metrics import Metrics
 from cluster_agents.extender.scoring import POLICIES
 from cluster_agents.extender.server import make_app
 from cluster_agents.extender.service import Extender
@@ -63,27 +65,10 @@ async def serve(
     async with api:
         core = client.CoreV1Api(api)
         cache = Cache(catalog)
-        extender = Extender(cache, KubePods(core), policy)
-        relists = extender.metrics.relists
-        sources = [
-            Source(
-                "nodes",
-                core.list_node,
-                cache.replace_nodes,
-                cache.set_node,
-                lambda o: cache.remove_node(o["metadata"]["name"]),
-            ),
-            Source(
-                "pods",
-                core.list_pod_for_all_namespaces,
-                cache.replace_pods,
-                cache.set_pod,
-                lambda o: cache.remove_pod(o["metadata"]["uid"]),
-            ),
-        ]
-        tasks = [
-            asyncio.create_task(reflect(s, lambda r: relists.labels(r).inc())) for s in sources
-        ]
+        metrics = Metrics()
+        kube_metrics = BackendMetrics(metrics.registry)
+        extender = Extender(cache, KubePods(core, kube_metrics), policy, metrics)
+        watching = asyncio.create_task(keep_synced(reflectors(core, cache, kube_metrics)))
         runner = web.AppRunner(make_app(extender), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
@@ -93,10 +78,9 @@ async def serve(
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
         await stop.wait()
         await runner.cleanup()
-        for task in tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        watching.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watching
 
 
 def main(argv: Sequence[str] | None = None) -> int:

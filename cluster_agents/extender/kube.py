@@ -1,63 +1,39 @@
-"""Kubernetes I/O of the extender through kubernetes_asyncio, on raw JSON.
+"""Kubernetes I/O of the extender: the Binding call, and list+watch into the cache.
 
-Responses are read undecoded (`_preload_content=False`) and parsed with `json`: the generated
-model classes cost far more than the extender's decisions. `reflect` keeps a cache current
-with list+watch and lists again when the watch answers 410 Gone.
+Both go through the agent backend's raw-JSON helpers (`cluster_agents.backends.k8s_api.call`,
+`k8s_watch.Reflector`: paged lists, watches resumed by resourceVersion, a full list after
+410 Gone, backoff on errors), so the two processes watch the cluster the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
-
+from cluster_agents.backends.k8s_api import KubeAPIError, call
+from cluster_agents.backends.k8s_metrics import BackendMetrics
+from cluster_agents.backends.k8s_watch import Reflector, Store
 from cluster_agents.extender.binder import APIError
+from cluster_agents.extender.cache import Cache
 
-log = logging.getLogger(__name__)
-
-JSON = dict[str, Any]
 REQUEST_TIMEOUT_S = 10.0
-WATCH_TIMEOUT_S = 300  # the server ends a watch after this; we resume from the last version
-RETRY_S = 1.0
-
-
-async def _read(call: Awaitable[Any]) -> JSON:
-    """Await a `_preload_content=False` call and decode its JSON; APIError unless 2xx."""
-    try:
-        resp = await call
-        async with resp:
-            raw = await resp.read()
-            status = resp.status
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise APIError(0, f"{type(exc).__name__}: {exc}") from exc
-    if not 200 <= status < 300:
-        try:
-            message = json.loads(raw).get("message", "")
-        except ValueError:
-            message = raw[:200].decode(errors="replace")
-        raise APIError(status, message)
-    result: JSON = json.loads(raw)
-    return result
 
 
 class KubePods:
     """`binder.PodAPI` over a kubernetes_asyncio `CoreV1Api`."""
 
-    def __init__(self, core_v1: Any) -> None:
+    def __init__(self, core_v1: Any, metrics: BackendMetrics) -> None:
         self.core = core_v1
+        self.metrics = metrics
 
     async def read_pod(self, namespace: str, name: str) -> Mapping[str, Any]:
         """GET the pod."""
-        return await _read(
-            self.core.read_namespaced_pod(
-                name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
-            )
+        request = self.core.read_namespaced_pod(
+            name, namespace, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
         )
+        return await self._call("read_namespaced_pod", request)
 
     async def bind(
         self, namespace: str, name: str, uid: str, node: str, annotations: Mapping[str, str]
@@ -75,84 +51,39 @@ class KubePods:
             },
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
-        await _read(
-            self.core.create_namespaced_pod_binding(
-                name, namespace, binding, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
-            )
+        request = self.core.create_namespaced_pod_binding(
+            name, namespace, binding, _preload_content=False, _request_timeout=REQUEST_TIMEOUT_S
         )
+        await self._call("create_namespaced_pod_binding", request)
 
-
-@dataclass(frozen=True)
-class Source:
-    """One watched resource: how to list/watch it and where its objects go."""
-
-    resource: str  # "nodes" or "pods"
-    list_call: Callable[..., Awaitable[Any]]  # e.g. CoreV1Api.list_node
-    replace: Callable[[list[JSON]], None]
-    upsert: Callable[[JSON], None]
-    delete: Callable[[JSON], None]
-
-
-class _Gone(Exception):
-    """The watch's resource version is too old (HTTP 410): list again."""
-
-
-async def reflect(source: Source, on_relist: Callable[[str], None]) -> None:
-    """List, then watch from the list's version, forever; list again after 410 Gone or errors."""
-    first = True
-    while True:
-        if not first:
-            on_relist(source.resource)
-        first = False
+    async def _call(self, name: str, request: Any) -> dict[str, Any]:
         try:
-            listed = await _read(
-                source.list_call(_preload_content=False, _request_timeout=REQUEST_TIMEOUT_S * 6)
-            )
-            source.replace(listed.get("items") or [])
-            version = listed["metadata"]["resourceVersion"]
-            while True:
-                version = await _watch(source, version)
-        except _Gone:
-            log.info("%s watch expired (410 Gone); listing again", source.resource)
-        except (APIError, ValueError, KeyError) as exc:
-            log.warning("%s list/watch failed: %s; retrying", source.resource, exc)
-            await asyncio.sleep(RETRY_S)
+            return (await call(self.metrics, name, request))[1]
+        except KubeAPIError as exc:
+            raise APIError(exc.status, str(exc)) from exc
 
 
-async def _watch(source: Source, version: str) -> str:
-    """Apply one watch stream's events; return the last version seen when it ends."""
-    try:
-        resp = await source.list_call(
-            watch=True,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_TIMEOUT_S,
-            _preload_content=False,
-        )
-        async with resp:
-            if resp.status == 410:
-                raise _Gone
-            if resp.status != 200:
-                raise APIError(resp.status, (await resp.read())[:200].decode(errors="replace"))
-            buffer = b""
-            async for chunk in resp.content.iter_any():
-                *lines, buffer = (buffer + chunk).split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        version = _apply(source, json.loads(line), version)
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise APIError(0, f"watch stream broke: {exc}") from exc
-    return version
+def reflectors(core_v1: Any, cache: Cache, metrics: BackendMetrics) -> list[Reflector]:
+    """List+watch of nodes and pods into `cache` (call `sync`, then `run`)."""
+    nodes = Store(
+        cache.replace_nodes, cache.set_node, lambda o: cache.remove_node(o["metadata"]["name"])
+    )
+    pods = Store(
+        cache.replace_pods, cache.set_pod, lambda o: cache.remove_pod(o["metadata"]["uid"])
+    )
+    return [
+        Reflector("nodes", core_v1.list_node, nodes, metrics, time.time),
+        Reflector("pods", core_v1.list_pod_for_all_namespaces, pods, metrics, time.time),
+    ]
 
 
-def _apply(source: Source, event: JSON, version: str) -> str:
-    kind, obj = event.get("type"), event.get("object") or {}
-    if kind == "ERROR":
-        if obj.get("code") == 410:
-            raise _Gone
-        raise APIError(int(obj.get("code") or 0), str(obj.get("message", "")))
-    if kind == "DELETED":
-        source.delete(obj)
-    elif kind in ("ADDED", "MODIFIED"):
-        source.upsert(obj)
-    return str((obj.get("metadata") or {}).get("resourceVersion") or version)
+async def keep_synced(watches: list[Reflector]) -> None:
+    """List everything until that succeeds, then watch for ever."""
+    for watch in watches:
+        while True:
+            try:
+                await watch.sync()
+                break
+            except KubeAPIError:
+                await asyncio.sleep(1.0)
+    await asyncio.gather(*(watch.run() for watch in watches))

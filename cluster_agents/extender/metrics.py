@@ -12,7 +12,11 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class Metrics:
-    """Calls and errors by verb, latency histograms, bind conflicts, rejections, relists."""
+    """Calls and errors by verb, latency histograms, bind conflicts, rejections.
+
+    The list+watch and API-call metrics (`suanpan_agent_kube_*`) of the shared Kubernetes
+    helpers are registered in the same registry by the CLI.
+    """
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -34,9 +38,6 @@ class Metrics:
             "Nodes filtered out, by fit code (insufficient, unresolvable)",
             ["code"],
             registry=r,
-        )
-        self.relists = Counter(
-            "suanpan_extender_relists", "Full lists after a watch broke", ["resource"], registry=r
         )
 
     def gauge(self, name: str, doc: str, read: Callable[[], float]) -> None:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from cluster_agents.extender.cache import Cache, Placed
 from cluster_agents.extender.demand import Demand
-from cluster_agents.extender.nodes import empty_devices
-from federation.catalog import Catalog
-from federation.scheduling.devices import Preference
+from cluster_agents.extender.nodes import NodeInfo
+from federation.catalog import Catalog, ResolvedDevices
+from federation.scheduling.devices import NodeDevices, Preference
 from federation.scheduling.placement import (
     BestFitPolicy,
     NodeScores,
@@ -85,6 +85,13 @@ def accepted_models(catalog: Catalog, target: str) -> frozenset[str]:
     if model is not None:
         return frozenset({model.key})
     return frozenset(m.key for m in catalog.models.values() if target in m.resources)
+
+
+def _all_healthy(info: NodeInfo, resolved: ResolvedDevices) -> NodeDevices:
+    """A pool row's devices: health only matters to fit (the filter), and a pod may still hold
+    a device that turned sick, which the pool could not place."""
+    empty = info.empty(resolved)
+    return replace(empty, healthy=(True,) * empty.size)
 
 
 class Prioritizer:
@@ -173,7 +180,7 @@ class Prioritizer:
         ]
         self._pool = Pool(
             [
-                PoolNode(info.name, info.cpu_milli, info.memory_mib, empty_devices(resolved))
+                PoolNode(info.name, info.cpu_milli, info.memory_mib, _all_healthy(info, resolved))
                 for info, resolved in keys
             ]
         )

@@ -33,7 +33,7 @@ def node(
     allocatable.update({k: str(v) for k, v in resources.items()})
     return {
         "metadata": {"name": name, "labels": dict(labels or {}), "annotations": {}},
-        "status": {"allocatable": allocatable, "capacity": allocatable},
+        "status": {"allocatable": allocatable, "capacity": dict(allocatable)},
     }
 
 

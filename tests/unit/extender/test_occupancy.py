@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cluster_agents.extender import Cache, Reservation
-from federation.scheduling.devices import WHOLE, DeviceRequest
+from cluster_agents.extender import Cache, Reservation, pod_demand
+from federation.scheduling.devices import WHOLE, DeviceRequest, FitCode
 from tests.unit.extender.builders import ascend_910b, cache, nvidia, pod
 
 B3 = "huawei/Ascend910B3"
@@ -67,8 +67,22 @@ def test_bound_pods_without_devices_count_conservatively_as_whole_devices() -> N
         ),
     )
     devices = c.occupancy("n", B3).devices
-    assert devices.used_milli[:2] == (WHOLE, WHOLE)  # the exact ones stay exact
-    assert devices.free_count() == 8 - 2 - 3 - 1
+    # the exact ones stay exact; the others take the lowest free indices, in name order
+    assert devices.used_milli == (WHOLE,) * 6 + (0, 0)
+    assert [p.devices for p in c.occupancy("n", B3).placed] == [(0, 1), (2, 3, 4), (5,)]
+
+
+def test_devices_beyond_allocatable_are_unhealthy_but_still_held() -> None:
+    sick = ascend_910b("n")
+    sick["status"]["allocatable"]["huawei.com/Ascend910B3"] = "6"  # capacity stays 8
+    c = cache(sick, pods=(pod("a", flavor=B3, count=1, node_name="n", devices="7"),))
+    devices = c.occupancy("n", B3).devices
+    assert devices.healthy == (True,) * 6 + (False, False)
+    assert devices.used_milli == (0,) * 7 + (WHOLE,)  # the pod keeps its sick device
+    demand = pod_demand(c.catalog, pod("p", flavor=B3, count=8))
+    assert demand is not None
+    fit = c.fit("n", demand)
+    assert fit.code is FitCode.INSUFFICIENT and "(6 free)" in fit.reason
 
 
 def test_two_pods_claiming_one_device_both_count() -> None:
