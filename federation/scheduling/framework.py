@@ -70,6 +70,7 @@ class JobContext:
         "config",
         "estimates",
         "job",
+        "quota",
         "shape",
         "state",
     )
@@ -85,6 +86,7 @@ class JobContext:
         self._demands: dict[Assignment, dict[str, int]] = {}
         self._tolerations: dict[FlavorOption | None, frozenset[str]] = {}
         self._keys: dict[int, Hashable] = {}
+        self.quota: dict[Hashable, Status] = {}  # quota answers by assignment and ledger version
         # what besides the assignment decides fit, so jobs alike share cached results
         tasks = tuple((t.name, t.replicas, t.cpu_milli, t.memory_mib) for t in job.tasks)
         self.shape: Hashable = (tasks, job.gang, job.constraints.tolerations)

@@ -285,7 +285,9 @@ def _node_groups(cluster: ClusterState, pool: list[Placement]) -> list[_Group]:
         if p.cluster != cluster.name or node is None:
             groups[p.job.id] = _Group(None, [p], {})
             continue
-        group = groups.setdefault(node, _Group(node, [], {}))
+        group = groups.get(node)
+        if group is None:
+            group = groups[node] = _Group(node, [], {})
         group.victims.append(p)
         for replica in p.replicas:
             flavor = p.flavors[replica.task]

@@ -14,5 +14,11 @@ class Quota:
     name = "quota"
 
     def filter(self, ctx: JobContext, cluster: ClusterState, assignment: Assignment) -> Status:
-        """SUCCESS when the queue may take the job's demand now."""
-        return ctx.state.quota.check(ctx.job.queue, ctx.demand(assignment))
+        """SUCCESS when the queue may take the job's demand now (the same in every cluster,
+        so it is worked out once per job and quota state)."""
+        ledger = ctx.state.quota
+        key = (ctx.key(assignment), ledger.version)
+        status = ctx.quota.get(key)
+        if status is None:
+            status = ctx.quota[key] = ledger.check(ctx.job.queue, ctx.demand(assignment))
+        return status
