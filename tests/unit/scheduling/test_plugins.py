@@ -1,0 +1,63 @@
+"""Plugin details: taints, node readiness, registry errors, reasons with numbers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from bench.core_throughput import build
+from federation.scheduling.cycle import schedule
+from federation.scheduling.framework import SchedulerConfig
+from federation.scheduling.model import Constraints, Taint
+from federation.scheduling.plugins import DEFAULT_REGISTRY
+from federation.scheduling.status import Code
+
+from .builders import H100, cluster, job, node, pool, snapshot
+
+
+def test_untolerated_taints_keep_jobs_off_nodes_and_are_unresolvable() -> None:
+    tainted = replace(node("t"), taints=(Taint("dedicated", "infer"),))
+    snap = snapshot([cluster("a", [tainted])])
+    result = schedule(snap, [job("j", H100)], now=0)
+    status = result.rejected[0].reasons["a"]
+    assert status.code is Code.UNRESOLVABLE and "untolerated taints ['dedicated']" in status.reason
+    tolerant = job("k", H100, constraints=Constraints(tolerations=("dedicated",)))
+    assert schedule(snap, [tolerant], now=0).placed
+
+
+def test_prefer_no_schedule_taints_do_not_block() -> None:
+    soft = replace(node("s"), taints=(Taint("spot", effect="PreferNoSchedule"),))
+    assert schedule(snapshot([cluster("a", [soft])]), [job("j", H100)], now=0).placed
+
+
+def test_nodes_not_ready_hold_nothing_now_but_count_for_the_empty_check() -> None:
+    snap = snapshot([cluster("a", [node("down", ready=False), node("up")])])
+    result = schedule(snap, [job("j", H100, count=8, replicas=2)], now=0)
+    assert result.pending[0].reasons["a"].code is Code.UNSCHEDULABLE
+    assert result.pending[0].reasons["a"].reason == "needs 16x nvidia/H100-80GB at once, 8 free"
+
+
+def test_unknown_plugin_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown scheduler plugins: nope"):
+        DEFAULT_REGISTRY.profile(SchedulerConfig(score_weights={"nope": 1.0}))
+
+
+def test_filters_can_be_switched_off() -> None:
+    snap = snapshot([cluster("down", pool("d", 1), ready=False)])
+    config = SchedulerConfig(cluster_filters=("constraints",))
+    assert schedule(snap, [job("j", H100)], now=0, config=config).placed
+
+
+def test_placed_result_explains_its_scores() -> None:
+    result = schedule(snapshot([cluster("a", pool("a", 1))]), [job("j", H100)], now=0)
+    placed = result.placed[0]
+    assert set(placed.scores) == {"packing", "performance", "locality", "total"}
+    assert placed.reason.startswith("a: score ")
+
+
+def test_bench_snapshot_schedules_at_small_scale() -> None:
+    snap, pending = build(clusters=2, nodes=40, pending=150)
+    result = schedule(snap, pending, now=0)
+    decided = len(result.placed) + len(result.preempted) + len(result.pending)
+    assert decided + len(result.rejected) == 150 and result.placed
