@@ -96,10 +96,11 @@ class NodeDevices:
         """Number of healthy, entirely unused devices."""
         return sum(1 for i in range(self.size) if self.is_free(i))
 
-    def emptied(self) -> NodeDevices:
-        """The same node with nothing placed on it."""
+    def emptied(self, *, heal: bool = False) -> NodeDevices:
+        """The same node with nothing placed on it (and every device healthy if `heal`)."""
         zeros = (0,) * self.size
-        return replace(self, used_milli=zeros, used_memory_mib=zeros, shares=zeros)
+        healthy = (True,) * self.size if heal else self.healthy
+        return replace(self, used_milli=zeros, used_memory_mib=zeros, shares=zeros, healthy=healthy)
 
 
 class FitCode(enum.Enum):

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from federation.scheduling.devices import NodeDevices, fit
+from federation.scheduling.devices import fit
 from federation.scheduling.framework import JobContext
 from federation.scheduling.model import Assignment, FlavorOption, Task
 from federation.scheduling.plugins.gang_fit import Room
-from federation.scheduling.state import ClusterState, NodeState
+from federation.scheduling.state import ClusterState
 from federation.scheduling.status import SUCCESS, Status, unresolvable
 
 
@@ -51,7 +51,12 @@ def _empty_fit(
         if not node.tolerates(tolerations):
             why = why or f"untolerated taints {sorted(node.hard_taints - tolerations)}"
             continue
-        room = Room(node.node.cpu_milli, node.node.memory_mib, node.node.pods, _emptied(node))
+        room = Room(
+            node.node.cpu_milli,
+            node.node.memory_mib,
+            node.node.pods,
+            {m: d.emptied(heal=True) for m, d in node.devices.items()},
+        )
         if option is not None and option.flavor not in room.devices:
             continue
         per_node = len(room.fill(task, option, need, "pack"))
@@ -93,19 +98,3 @@ def _node_kinds(cluster: ClusterState) -> dict[Hashable, tuple[int, int]]:
             kinds[key] = (first, count + 1)
         cluster.static_cache["node_kinds"] = kinds
     return kinds
-
-
-def _emptied(node: NodeState) -> dict[str, NodeDevices]:
-    """The node's devices with nothing placed and every device healthy."""
-    return {
-        model: NodeDevices(
-            model,
-            devices.memory_mib,
-            (0,) * devices.size,
-            (0,) * devices.size,
-            (True,) * devices.size,
-            devices.topology,
-            devices.sharing,
-        )
-        for model, devices in node.devices.items()
-    }

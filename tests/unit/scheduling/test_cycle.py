@@ -92,6 +92,7 @@ def test_pending_reason_names_the_topology_shortfall_per_cluster() -> None:
     assert "4x huawei/Ascend910" in status.reason and "largest feasible 2" in status.reason
     assert pending.reasons["nv"].code is Code.UNRESOLVABLE
     assert pending.message.startswith("0/2 clusters available: beijing-a: task main: needs")
+    assert result.pending_reason("big", "beijing-a") == status
 
 
 def _take_device(snap: Snapshot, name: str, device: int) -> Snapshot:

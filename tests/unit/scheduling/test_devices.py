@@ -220,6 +220,6 @@ def test_fit_invariants(node: NodeDevices, req: DeviceRequest) -> None:
         assert max_feasible_count(node, req) >= req.count
     elif result.code is UNRESOLVABLE:
         assert not fit(node.emptied(), req).ok
-        assert not fit(replace(node.emptied(), healthy=(True,) * node.size), req).ok
+        assert not fit(node.emptied(heal=True), req).ok
     else:
         assert result.devices == ()
