@@ -42,12 +42,12 @@ class SchedulerConfig:
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
-    """Where the replicas of a job would go in one cluster (node and devices per replica)."""
+    """Where the replicas of a job would go in one cluster (node and devices per replica; a
+    non-gang job may list fewer replicas than it has)."""
 
     replicas: tuple[ReplicaPlacement, ...]
     nodes: int = 0  # distinct nodes used
     intact_nodes_broken: int = 0  # nodes whose devices were all free before
-    complete: bool = True  # all replicas placed (a non-gang job may start with fewer)
 
 
 @dataclass(frozen=True, slots=True)

@@ -125,31 +125,31 @@ def _estimate(
         return status, None
     rooms: dict[int, Room] = {}
     replicas: list[ReplicaPlacement] = []
-    complete = True
     for t in sorted(range(len(job.tasks)), key=lambda t: _size(job.tasks[t], assignment[t])):
         task, option = job.tasks[t], assignment[t]
         tolerations = ctx.tolerations(option)
         placed = 0
         for i in _candidates(cluster, option, prefer):
+            node = cluster.nodes[i]
+            if not node.tolerates(tolerations):
+                continue
             room = rooms.get(i)
             if room is None:
-                node = cluster.nodes[i]
-                if not node.tolerates(tolerations) or not _may_hold(node, task):
+                if not _may_hold(node, task):
                     continue
                 room = rooms[i] = Room.of(node)
             for devices in room.fill(task, option, task.replicas - placed, prefer):
-                replicas.append(ReplicaPlacement(t, cluster.nodes[i].node.name, devices))
+                replicas.append(ReplicaPlacement(t, node.node.name, devices))
                 placed += 1
             if placed == task.replicas:
                 break
         need = task.replicas if job.gang else 1
         if placed < need:
             return _shortfall(cluster, task, option, placed, need, rooms), None
-        complete = complete and placed == task.replicas
     used = {cluster.node_index[r.node] for r in replicas}
     intact = sum(1 for i in used if _untouched(cluster.nodes[i]))
     replicas.sort(key=lambda r: r.task)
-    return SUCCESS, Estimate(tuple(replicas), len(used), intact, complete)
+    return SUCCESS, Estimate(tuple(replicas), len(used), intact)
 
 
 def _size(task: Task, option: FlavorOption | None) -> tuple[int, int, int]:
