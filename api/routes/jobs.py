@@ -6,8 +6,6 @@ import hashlib
 import json
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncConnection
-
 from api.auth import tenant_scope
 from api.context import ctx
 from api.registry import WRITERS, Call, Reply
@@ -18,31 +16,51 @@ from federation.errors import FieldError, InvalidInput, NotFound, Unrunnable
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
-from federation.store.records import Principal, Tenant
+from federation.store.tenancy import SubmissionTarget
 from federation.to_core import JobFacts, UnknownFlavor, core_job
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
 
-async def _submit_tenant(conn: AsyncConnection, who: Principal, manifest: JobManifest) -> Tenant:
+async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
+    """Tenant, queue and priority class of a submission, each missing one a precise error."""
+    who = call.who
     named = manifest.metadata.tenant
-    if who.tenant_id is not None:
-        own = await tenancy.tenant_by_id(conn, who.tenant_id)
-        if named is not None and named != own.name:
-            raise NotFound("tenant", named)
-        return own
-    if named is None:
+    if who.tenant_id is None and named is None:
         raise InvalidInput(
             "metadata.tenant is required for tokens not bound to a tenant",
             [FieldError("metadata.tenant", "required for admin tokens", "a tenant name")],
         )
-    try:
-        return await tenancy.get_tenant(conn, named)
-    except NotFound as exc:
+    async with ctx(call.request).db.connection() as conn:
+        target = await tenancy.submission_target(
+            conn,
+            tenant_id=who.tenant_id,
+            tenant_name=named,
+            queue=manifest.spec.queue,
+            priority_class_name=manifest.spec.priority_class,
+        )
+    if target is None:
         raise InvalidInput(
             f"no tenant named {named!r}",
             [FieldError("metadata.tenant", f"no tenant named {named!r}", "an existing tenant")],
-        ) from exc
+        )
+    if who.tenant_id is not None and named is not None and named != target.tenant:
+        raise NotFound("tenant", named)
+    if target.queue_id is None:
+        raise InvalidInput(
+            f"no queue {manifest.spec.queue!r} in tenant {target.tenant!r}",
+            [FieldError("spec.queue", "no such queue in this tenant", "an existing queue")],
+        )
+    if target.priority is None:
+        raise InvalidInput(
+            f"no priority class {manifest.spec.priority_class!r}",
+            [
+                FieldError(
+                    "spec.priorityClass", "unknown priority class", "see /v1/priority-classes"
+                )
+            ],
+        )
+    return target
 
 
 async def _check_runnable(
@@ -90,41 +108,28 @@ async def submit_job(call: Call) -> Reply:
         )
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    target = await _target(call, manifest)
+    assert target.queue_id is not None and target.priority is not None
+    await _check_runnable(
+        call, manifest, spec, f"{target.tenant}/{manifest.spec.queue}", target.priority
+    )
     async with ctx(call.request).db.transaction() as conn:
-        tenant = await _submit_tenant(conn, call.who, manifest)
-        try:
-            queue = await tenancy.get_queue(conn, tenant.id, manifest.spec.queue)
-        except NotFound as exc:
-            raise InvalidInput(
-                f"no queue {manifest.spec.queue!r} in tenant {tenant.name!r}",
-                [FieldError("spec.queue", "no such queue in this tenant", "an existing queue")],
-            ) from exc
-        try:
-            priority, preemptible = await tenancy.priority_class(conn, manifest.spec.priority_class)
-        except NotFound as exc:
-            raise InvalidInput(
-                f"no priority class {manifest.spec.priority_class!r}",
-                [
-                    FieldError(
-                        "spec.priorityClass", "unknown priority class", "see /v1/priority-classes"
-                    )
-                ],
-            ) from exc
-        await _check_runnable(call, manifest, spec, f"{tenant.name}/{queue.name}", priority)
         job, created = await job_store.submit(
             conn,
             job_store.NewJob(
-                tenant_id=tenant.id,
-                queue_id=queue.id,
+                tenant_id=target.tenant_id,
+                tenant=target.tenant,
+                queue_id=target.queue_id,
+                queue=manifest.spec.queue,
                 name=manifest.metadata.name,
                 labels=manifest.metadata.labels,
                 spec=spec,
-                priority=priority,
+                priority=target.priority,
                 priority_class=manifest.spec.priority_class,
                 preemptible=(
                     manifest.spec.preemptible
                     if manifest.spec.preemptible is not None
-                    else preemptible
+                    else target.preemptible_default
                 ),
                 tasks=[
                     (

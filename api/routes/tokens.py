@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from api.auth import TOKENS
 from api.context import ctx
 from api.registry import ADMIN, Call, Reply
 from api.routes import API
@@ -76,4 +77,5 @@ async def revoke_token(call: Call) -> Reply:
     token_id = parse_id("token", call.path("token_id"))
     async with ctx(call.request).db.transaction() as conn:
         await tokens.revoke(conn, token_id)
+    TOKENS.clear()
     return Reply(204)

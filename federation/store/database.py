@@ -21,8 +21,15 @@ class Database:
     def __init__(self, url: str, *, pool_size: int = 10) -> None:
         self.url = async_url(url)
         self.engine: AsyncEngine = create_async_engine(
-            self.url, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+            self.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_recycle=300,
+            # no pre-ping (a round trip per checkout): a connection that died with the server
+            # fails its statement once, is invalidated, and the caller's retry gets a fresh one
         )
+        # reads run in autocommit: no BEGIN/ROLLBACK round trips around a single SELECT
+        self._reads = self.engine.execution_options(isolation_level="AUTOCOMMIT")
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
@@ -32,8 +39,8 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for reads (autocommit off; nothing to commit)."""
-        async with self.engine.connect() as conn:
+        """A connection for reads: each statement sees the latest committed data."""
+        async with self._reads.connect() as conn:
             yield conn
 
     async def close(self) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, InvalidInput, NotFound
 from federation.scheduling.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, check_job
-from federation.store.listener import PLACEMENTS, notify
+from federation.store.listener import JOBS, PLACEMENTS, notify
 from federation.store.records import Event, Job
 from federation.store.tables import clusters, events, jobs, placements, queues, tasks, tenants
 
@@ -51,7 +51,9 @@ class NewJob:
     """What the API hands the store for one submission."""
 
     tenant_id: uuid.UUID
+    tenant: str
     queue_id: uuid.UUID
+    queue: str
     name: str
     labels: dict[str, str]
     spec: dict[str, Any]
@@ -90,7 +92,8 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
     """Insert a Queued job; with an idempotency key, a repeat returns the first job.
 
     Returns the job and whether it was created now. The same key with a different request
-    body is a conflict.
+    body is a conflict. Two round trips: the job row, then its tasks, its event and the
+    scheduler's wake-up in one statement.
     """
     job_id = uuid.uuid4()
     stmt = pg_insert(jobs).values(
@@ -109,8 +112,8 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
     )
     if new.idempotency_key is not None:
         stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
-    inserted = await conn.scalar(stmt.returning(jobs.c.id))
-    if inserted is None:
+    row = (await conn.execute(stmt.returning(*jobs.c))).one_or_none()
+    if row is None:
         existing = (
             await conn.execute(
                 sa.select(jobs.c.id, jobs.c.request_hash).where(
@@ -125,18 +128,19 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
                 job=str(existing.id),
             )
         return await get(conn, existing.id), False
+    task_rows = sa.insert(tasks).values(
+        [{"job_id": job_id, "name": n, "replicas": r, "spec": s} for n, r, s in new.tasks]
+    )
+    event = sa.insert(events).values(
+        job_id=job_id, kind="Job", reason="Submitted", message=f"queued in {new.priority_class}"
+    )
     await conn.execute(
-        sa.insert(tasks),
-        [{"job_id": job_id, "name": n, "replicas": r, "spec": s} for n, r, s in new.tasks],
+        sa.select(sa.func.pg_notify(JOBS, ""))
+        .add_cte(task_rows.cte("new_tasks"))
+        .add_cte(event.cte("new_event"))
     )
-    await add_event(
-        conn,
-        kind="Job",
-        reason="Submitted",
-        message=f"queued in {new.priority_class}",
-        job_id=job_id,
-    )
-    return await get(conn, job_id), True
+    values = {k: v for k, v in row._mapping.items() if k not in _SKIP}
+    return Job(**values, tenant=new.tenant, queue=new.queue, cluster=None), True
 
 
 async def get(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None = None) -> Job:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -171,3 +172,47 @@ async def list_priority_classes(conn: AsyncConnection) -> list[dict[str, Any]]:
     """All priority classes, highest first."""
     rows = await conn.execute(sa.select(priority_classes).order_by(priority_classes.c.value.desc()))
     return [dict(r._mapping) for r in rows]
+
+
+@dataclass(frozen=True)
+class SubmissionTarget:
+    """Where a submission goes: tenant, queue and priority class, resolved in one query."""
+
+    tenant_id: uuid.UUID
+    tenant: str
+    queue_id: uuid.UUID | None  # None: no such queue in the tenant
+    priority: int | None  # None: no such priority class
+    preemptible_default: bool
+
+
+async def submission_target(
+    conn: AsyncConnection,
+    *,
+    tenant_id: uuid.UUID | None,
+    tenant_name: str | None,
+    queue: str,
+    priority_class_name: str,
+) -> SubmissionTarget | None:
+    """Tenant (by id or name), its queue and the priority class; None if the tenant is unknown."""
+    query = (
+        sa.select(
+            tenants.c.id,
+            tenants.c.name,
+            queues.c.id.label("queue_id"),
+            priority_classes.c.value,
+            priority_classes.c.preemptible_default,
+        )
+        .select_from(tenants)
+        .outerjoin(queues, sa.and_(queues.c.tenant_id == tenants.c.id, queues.c.name == queue))
+        .outerjoin(priority_classes, priority_classes.c.name == priority_class_name)
+    )
+    if tenant_id is not None:
+        query = query.where(tenants.c.id == tenant_id)
+    else:
+        query = query.where(tenants.c.name == tenant_name)
+    row = (await conn.execute(query)).one_or_none()
+    if row is None:
+        return None
+    return SubmissionTarget(
+        row.id, row.name, row.queue_id, row.value, bool(row.preemptible_default)
+    )

@@ -29,7 +29,9 @@ async def _new_job(db: Database) -> uuid.UUID:
             conn,
             job_store.NewJob(
                 tenant_id=tenant.id,
+                tenant=tenant.name,
                 queue_id=queue.id,
+                queue=queue.name,
                 name="j",
                 labels={},
                 spec={},
