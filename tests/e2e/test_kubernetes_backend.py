@@ -38,14 +38,13 @@ ASCEND = "huawei.com/Ascend910B3"
 TAINT = "suanpan.io/e2e-backend"
 ASCEND_NODE, CPU_NODE, EXTRA_NODE = "kb-ascend-0", "kb-cpu-0", "kb-extra-0"
 WHOLE_910B3 = (1000, 65536)
-# What the catalog makes of the first profile cluster's nodes (hygon.com/dcunum is shared by
-# several Hygon models and the profile's labels pick none: no devices are reported for it).
+# What the catalog makes of the first profile cluster's nodes.
 PROFILE_DEVICES = {
     "bj-h100-0": ("nvidia/H100-80GB", 8, 81559),
     "bj-h100-1": ("nvidia/H100-80GB", 8, 81559),
     "bj-ascend-0": ("huawei/Ascend910B3", 8, 65536),
     "bj-mlu-0": ("cambricon/MLU370-X8", 8, 24576),
-    "bj-dcu-0": None,
+    "bj-dcu-0": ("hygon/K100-AI", 8, 65536),
     "bj-cpu-0": None,
 }
 
