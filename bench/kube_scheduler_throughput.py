@@ -43,6 +43,11 @@ SHAPES = (1, 2, 4, 1, 2)
 RESOURCE = "huawei.com/Ascend910B3"
 
 
+def _client(cs: ClusterState) -> KubeClient:
+    """An admin client with room for bulk calls on a busy apiserver (deleting 500 pods)."""
+    return KubeClient(cs.apiserver_url, cs.token, cs.ca_file, timeout_s=120)
+
+
 async def _add_nodes(kc: KubeClient, cluster: str) -> None:
     sem = asyncio.Semaphore(16)
 
@@ -103,7 +108,7 @@ async def _measure(
     cs: ClusterState, bin_dir: Path, config: dict[str, Any], name: str, workdir: Path
 ) -> dict[str, float]:
     """Schedule PODS pending pods with a fresh kube-scheduler; the rate of its bindings."""
-    async with cs.client() as kc:
+    async with _client(cs) as kc:
         ns = await _namespace(kc)
         sem = asyncio.Semaphore(16)
 
@@ -153,7 +158,7 @@ async def _study() -> list[Figure]:
     extender = ExtenderProcess.start(cs.kubeconfig, port, env.workdir / "extender.log")
     try:
         await extender.wait_ready()
-        async with cs.client() as kc:
+        async with _client(cs) as kc:
             await _add_nodes(kc, cs.name)
         config = scheduler_config(load_catalog(), url=extender.url)
         plain = {k: v for k, v in config.items() if k != "extenders"}
