@@ -65,8 +65,7 @@ NOT_CACHED = "node not in the extender's cache yet"
 class FitTable:
     """One demand's fit on every cached node, and the nodes where it fits."""
 
-    def __init__(self, demand: Demand) -> None:
-        self.demand = demand
+    def __init__(self) -> None:
         self.passed: set[str] = set()
         self.failed: dict[str, str] = {}  # INSUFFICIENT: node -> reason
         self.unresolvable: dict[str, str] = {}  # UNRESOLVABLE: node -> reason
@@ -203,11 +202,6 @@ class Cache:
         """Grows whenever the node, its pods or its reservations change."""
         return self._generation.get(node, 0)
 
-    @property
-    def generations(self) -> Mapping[str, int]:
-        """Every node's generation (nodes never changed are absent: generation 0)."""
-        return self._generation
-
     def occupancy(self, node: str, model: str) -> Occupancy:
         """The node's devices of `model` with everything holding them placed (see module doc)."""
         gen = self.generation(node)
@@ -243,7 +237,7 @@ class Cache:
         if table is None or changed is None:
             if len(self._tables) >= MAX_TABLES:
                 del self._tables[next(iter(self._tables))]  # the least recently used
-            table = FitTable(demand)
+            table = FitTable()
             changed = set(self.nodes)
         for node in changed:
             if node in self.nodes:

@@ -1,10 +1,11 @@
 """Prioritize: score nodes 0-10 with a placement policy over a pool mirrored from the cache.
 
 The pool (`federation.scheduling.placement.Pool`, one row per node and model) lives as long as
-the node layout does; a row is re-synced only when its node's generation changed, by removing
-what was placed there and placing the cache's current occupancy (`Pool.place` goes through
-`devices.allocate`, so the pool never drifts from the device model). Policies keep their
-per-node caches between calls, which keeps a call at 1,000 nodes to about a millisecond.
+the node layout does. Before each call the rows of nodes changed since the last one (the
+cache's change journal) are re-synced to the cache's occupancy by removing and placing only
+what differs (`Pool.place` goes through `devices.allocate`, so the pool never drifts from the
+device model). Policies keep their per-node caches between calls, which keeps a call at 1,000
+nodes to about a millisecond. Fit itself comes from the cache's fit tables (the filter's).
 
 FGD and Suanpan measure fragmentation against the observed workload (the task types of the
 active pods, refreshed every `workload_ttl_s` or when a new type shows up).
@@ -212,7 +213,8 @@ class Prioritizer:
         stale = self._clock() - self._scored_at > self._ttl or wanted not in self._types
         if self._scorer is None or (self.policy_name in ("fgd", "suanpan") and stale):
             types = Counter(task_type(self._request(d)) for d in self.cache.demands())
-            types[wanted] += 0 if types[wanted] else 1
+            if not types[wanted]:  # the pod being scheduled counts, even if not cached yet
+                types[wanted] = 1
             self._types = set(types)
             self._scorer = policy(self.policy_name, types.elements()).bind(
                 self._pool, np.random.default_rng(0)

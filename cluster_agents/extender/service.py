@@ -1,7 +1,8 @@
 """The three extender verbs on one cache: decoded JSON in, JSON-ready values out.
 
 The HTTP layer (`server`) only moves bytes; the benchmark calls these methods directly.
-Errors are answered in the protocol's `Error` field, never as exceptions.
+filter and bind answer errors in the protocol's `Error` field; prioritize, which has none,
+raises ValueError on bad input.
 """
 
 from __future__ import annotations
