@@ -19,7 +19,8 @@ import sqlalchemy as sa
 import yaml
 
 from bench.results import Figure
-from deploy.fleet import eventually, free_port
+from deploy.fleet import free_port
+from deploy.local.kube import wait_for
 from federation.store import migrate
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
@@ -85,7 +86,7 @@ async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) 
         return count == n
 
     try:
-        await eventually(f"{n} nodes at the hub", synced, 600)
+        await wait_for(f"{n} nodes at the hub", synced, 600)
         sync_s = time.perf_counter() - start
         async with db.connection() as conn:
             generation = await conn.scalar(sa.select(clusters.c.inventory_generation))

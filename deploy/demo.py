@@ -17,7 +17,8 @@ from collections import defaultdict
 from typing import Any
 
 from api.cli import table
-from deploy.fleet import Fleet, eventually
+from deploy.fleet import Fleet
+from deploy.local.kube import wait_for
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
@@ -78,7 +79,7 @@ def job(name: str, tenant: str, tasks: list[dict[str, Any]], **spec: Any) -> dic
     }
 
 
-async def wait_for(
+async def until_state(
     fleet: Fleet, job_id: str, states: set[str], seconds: float = 60
 ) -> dict[str, Any]:
     """Poll a job until it reaches one of `states` (bounded)."""
@@ -160,7 +161,7 @@ async def scenario(fleet: Fleet) -> None:
         clusters = (await fleet.call("GET", "/v1/clusters"))["items"]
         return len([c for c in clusters if c["nodes"]]) == len(CLUSTERS)
 
-    await eventually("every cluster registered with its nodes", registered)
+    await wait_for("every cluster registered with its nodes", registered, 30)
     await inventory(fleet)
 
     section("two tenants submit work across vendors")
@@ -214,7 +215,7 @@ async def scenario(fleet: Fleet) -> None:
         )
         ids[name] = created["id"]
     for name in submitted:
-        await wait_for(fleet, ids[name], {"Running", "Succeeded"}, 30)
+        await until_state(fleet, ids[name], {"Running", "Succeeded"}, 30)
     await jobs_table(fleet)
     await utilization(fleet, "utilization per cluster and vendor while the first wave runs")
     for name in ("rlhf-pipeline", "serve-pd"):
@@ -244,7 +245,7 @@ async def scenario(fleet: Fleet) -> None:
         )
         fillers.append(created["id"])
     for f in fillers:
-        await wait_for(fleet, f, {"Running"}, 20)
+        await until_state(fleet, f, {"Running"}, 20)
     urgent = await fleet.call(
         "POST",
         "/v1/jobs",
@@ -255,7 +256,7 @@ async def scenario(fleet: Fleet) -> None:
             priorityClass="critical",
         ),
     )
-    urgent = await wait_for(fleet, urgent["id"], {"Running"}, 40)
+    urgent = await until_state(fleet, urgent["id"], {"Running"}, 40)
     events = (await fleet.call("GET", f"/v1/jobs/{urgent['id']}/events"))["items"]
     preempting = next((e for e in events if e["reason"] == "Preempting"), None)
     print(f"  incident-retrain (critical) is {urgent['state']} on {urgent['cluster']}")
@@ -266,7 +267,7 @@ async def scenario(fleet: Fleet) -> None:
         victim = preempting["data"]["victims"][0]
         ve = (await fleet.call("GET", f"/v1/jobs/{victim}/events"))["items"]
         print(f"  victim {victim[:8]} went: " + " → ".join(e["reason"] for e in ve))
-        final = await wait_for(fleet, victim, {"Running", "Succeeded"}, 60)
+        final = await until_state(fleet, victim, {"Running", "Succeeded"}, 60)
         print(
             f"  victim {victim[:8]} re-ran: {final['state']} on {final['cluster']}"
             f", epoch {final['epoch']}"
@@ -279,7 +280,7 @@ async def scenario(fleet: Fleet) -> None:
             "/v1/jobs",
             json=job(name, "nlp-lab", [task("t", ["huawei/Ascend910B3"], 16, run_s=600)]),
         )
-        await wait_for(fleet, blocker["id"], {"Running"}, 20)
+        await until_state(fleet, blocker["id"], {"Running"}, 20)
     waiting = await fleet.call(
         "POST",
         "/v1/jobs",
@@ -295,7 +296,7 @@ async def scenario(fleet: Fleet) -> None:
         "/v1/jobs",
         json=job("impossible", "nlp-lab", [task("trainer", ["huawei/Ascend910B3"], 64)]),
     )
-    impossible = await wait_for(fleet, impossible["id"], {"Failed"}, 10)
+    impossible = await until_state(fleet, impossible["id"], {"Failed"}, 10)
     print(f"  a job no cluster could ever run: {impossible['state']} — {impossible['reason']}")
 
     section("bad input gets the exact field, and nothing is written")

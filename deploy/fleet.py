@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,6 @@ from federation.controllers.scheduler import LoopConfig, SchedulerLoop
 from federation.store.database import Database
 
 PROFILE_PATH = Path(__file__).resolve().parent / "local/profiles/mixed.yaml"
-
-
-async def eventually(what: str, check: Callable[[], Awaitable[bool]], seconds: float = 30) -> None:
-    """Wait until `check` holds; a TimeoutError names what never happened (bounded polling of
-    systems that push no event here)."""
-    try:
-        async with asyncio.timeout(seconds):
-            while not await check():  # noqa: ASYNC110 - nothing to wait on but the answer
-                await asyncio.sleep(0.1)
-    except TimeoutError as exc:
-        raise TimeoutError(f"not within {seconds:g} s: {what}") from exc
 
 
 def free_port() -> int:

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from cluster_agents.backends.simulated import SimulatedCluster
-from deploy.fleet import Fleet, eventually
+from deploy.fleet import Fleet
+from deploy.local.kube import wait_for
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from tests.integration.conftest import ADMIN_TOKEN
@@ -78,7 +79,7 @@ async def test_inventory_matches_the_simulated_clusters(fleet: JobFleet) -> None
         c = await fleet.call("GET", "/v1/clusters/bj")
         return bool(c.get("state") == "Ready" and c["nodes"] == len(sim.nodes()))
 
-    await eventually("cluster bj registered with all nodes", synced)
+    await wait_for("cluster bj registered with all nodes", synced, 30)
     cluster = await fleet.call("GET", "/v1/clusters/bj")
     expected: dict[str, int] = {}
     for node in sim.nodes():
@@ -101,8 +102,8 @@ async def test_a_job_runs_to_success_on_the_cluster_with_its_flavor(fleet: JobFl
     async def placed_on_sh() -> bool:
         return bool(our_pods(sh, job["id"]))
 
-    await eventually("pods created on shanghai (the only Kunlunxin cluster)", placed_on_sh)
-    await eventually("job Succeeded", done)
+    await wait_for("pods created on shanghai (the only Kunlunxin cluster)", placed_on_sh, 30)
+    await wait_for("job Succeeded", done, 30)
     final = await fleet.job(job["id"])
     assert final["cluster"] == "sh"
     events = await fleet.call("GET", f"/v1/jobs/{job['id']}/events")
@@ -123,14 +124,14 @@ async def test_cancel_deletes_the_pods(fleet: JobFleet) -> None:
     async def running() -> bool:
         return (await fleet.job(job["id"]))["state"] == "Running"
 
-    await eventually("job Running", running)
+    await wait_for("job Running", running, 30)
     assert len(our_pods(bj, job["id"])) == 1
     await fleet.call("POST", f"/v1/jobs/{job['id']}/cancel")
 
     async def gone() -> bool:
         return not our_pods(bj, job["id"])
 
-    await eventually("pods deleted after cancel", gone)
+    await wait_for("pods deleted after cancel", gone, 30)
     assert (await fleet.job(job["id"]))["state"] == "Cancelled"
 
 
@@ -145,7 +146,7 @@ async def test_agent_restart_mid_dispatch_creates_no_duplicate_and_loses_no_stat
     async def dispatched() -> bool:
         return (await fleet.job(job["id"]))["state"] in ("Dispatched", "Running")
 
-    await eventually("job dispatched", dispatched)
+    await wait_for("job dispatched", dispatched, 30)
     await fleet.stop_agent("bj")  # killed mid-flight
     created = sorted(our_pods(bj, job["id"]))
     fleet.start_agent("bj")  # a new agent process: no memory of the old one
@@ -153,7 +154,7 @@ async def test_agent_restart_mid_dispatch_creates_no_duplicate_and_loses_no_stat
     async def done() -> bool:
         return (await fleet.job(job["id"]))["state"] == "Succeeded"
 
-    await eventually("job Succeeded after the agent restart", done, 60)
+    await wait_for("job Succeeded after the agent restart", done, 60)
     assert len(created) == 4 and len(set(created)) == 4
     events = await fleet.call("GET", f"/v1/jobs/{job['id']}/events")
     assert [e["reason"] for e in events["items"]].count("Succeeded") == 1
@@ -168,7 +169,7 @@ async def test_hub_restart_while_agents_run_loses_nothing(fleet: JobFleet) -> No
     async def running() -> bool:
         return (await fleet.job(job["id"]))["state"] == "Running"
 
-    await eventually("job Running", running)
+    await wait_for("job Running", running, 30)
     await fleet.stop_loop()
     await fleet.stop_hub()
     await asyncio.sleep(1.0)  # agents see the hub gone and back off
@@ -178,12 +179,12 @@ async def test_hub_restart_while_agents_run_loses_nothing(fleet: JobFleet) -> No
     async def done() -> bool:
         return (await fleet.job(job["id"]))["state"] == "Succeeded"
 
-    await eventually("job Succeeded across the hub restart", done, 60)
+    await wait_for("job Succeeded across the hub restart", done, 60)
 
     async def cleaned() -> bool:
         return not our_pods(bj, job["id"])
 
-    await eventually("finished pods removed once the hub released the placement", cleaned)
+    await wait_for("finished pods removed once the hub released the placement", cleaned, 30)
     events = await fleet.call("GET", f"/v1/jobs/{job['id']}/events")
     reasons = [e["reason"] for e in events["items"]]
     assert reasons.count("Placed") == 1 and reasons.count("Succeeded") == 1
@@ -202,14 +203,14 @@ async def test_a_placement_moved_away_makes_the_old_cluster_delete_its_pods(
     async def on_bj() -> bool:
         return bool(our_pods(bj, job["id"]))
 
-    await eventually("pods on bj", on_bj)
+    await wait_for("pods on bj", on_bj, 30)
     await fleet.call("POST", "/v1/clusters/sz/uncordon")
     await fleet.call("POST", "/v1/clusters/bj/drain")  # the hub moves the job: a new epoch on sz
 
     async def moved() -> bool:
         return not our_pods(bj, job["id"]) and bool(our_pods(sz, job["id"]))
 
-    await eventually("pods deleted on bj and created on sz", moved, 60)
+    await wait_for("pods deleted on bj and created on sz", moved, 60)
     final = await fleet.job(job["id"])
     assert final["cluster"] == "sz" and final["epoch"] == 2
     assert all("-e2-" in name for name in our_pods(sz, job["id"]))
