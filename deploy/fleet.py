@@ -14,6 +14,7 @@ from aiohttp import web
 
 from api.app import create_app
 from cluster_agents.agent.agent import Agent, AgentConfig
+from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
 from deploy.local.profile import load_profile
@@ -41,7 +42,7 @@ class Fleet:
     catalog: Catalog = field(default_factory=load_catalog)
     time_scale: float = 20.0
     loop_config: LoopConfig = field(default_factory=lambda: LoopConfig(interval_s=0.2))
-    clusters: dict[str, SimulatedCluster] = field(default_factory=dict)
+    clusters: dict[str, ClusterBackend] = field(default_factory=dict)
     agents: dict[str, tuple[Agent, asyncio.Event, asyncio.Task[None]]] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
     runner: web.AppRunner | None = None
@@ -94,18 +95,30 @@ class Fleet:
         entry = next(c for c in load_profile(profile).clusters if c.name == profile_cluster)
         nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in entry.nodes]
         sim = SimulatedCluster(self.catalog, nodes, time_scale=self.time_scale)
-        self.clusters[name] = sim
+        await self.attach(name, sim, region=region)
+        return sim
+
+    async def attach(
+        self, name: str, backend: ClusterBackend, *, region: str = "", namespace: str = "suanpan"
+    ) -> None:
+        """Register cluster `name` (an agent token) and run an agent over `backend`."""
+        self.clusters[name] = backend
         issued = await self.call(
             "POST", "/v1/tokens", json={"name": f"{name}-agent", "role": "agent", "cluster": name}
         )
         self.tokens[name] = issued["token"]
-        self.start_agent(name, region=region)
-        return sim
+        self.start_agent(name, region=region, namespace=namespace)
 
-    def start_agent(self, name: str, *, region: str = "") -> None:
+    def start_agent(self, name: str, *, region: str = "", namespace: str = "suanpan") -> None:
         """Start (or restart) the agent of cluster `name`."""
         agent = Agent(
-            AgentConfig(cluster=name, region=region, poll_wait_s=1.0, gang_timeout_s=600),
+            AgentConfig(
+                cluster=name,
+                region=region,
+                namespace=namespace,
+                poll_wait_s=1.0,
+                gang_timeout_s=600,
+            ),
             self.clusters[name],
             self.catalog,
             HubApi(self.url, self.tokens[name]),

@@ -1,0 +1,326 @@
+"""The whole system on two real local clusters: hub, agents (Kubernetes backend), extenders.
+
+Each cluster is a real kube-apiserver + kube-scheduler (calling `suanpan-extender` for
+filter/prioritize/bind) + kube-controller-manager + kwok nodes of several vendors. The hub
+(API + scheduling loop) runs in this process on an embedded PostgreSQL; each cluster's agent
+runs the production code over `KubernetesBackend`. Jobs go in over REST only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from cluster_agents.backends.kubernetes import KubernetesBackend
+from deploy.fleet import Fleet
+from deploy.local.clusters import ClusterState, Environment
+from deploy.local.kube import wait_for
+from deploy.local.processes import free_ports
+from federation.store import migrate
+from federation.store.bootstrap import ensure_admin_token
+from federation.store.database import Database
+from federation.store.embedded import EmbeddedPostgres
+from federation.wire import annotations as ann
+from tests.e2e.conftest import K8sEnvFactory
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+ADMIN = "sp_e2e_admin"
+NS = "suanpan-fed"
+EXTENDER = Path(sys.executable).with_name("suanpan-extender")
+BEIJING, SHANGHAI = "dc-beijing", "dc-shanghai"
+
+
+@dataclass
+class World:
+    """The running system: clusters, hub fleet, and a member token."""
+
+    env: Environment
+    fleet: Fleet
+    token: str
+
+    def cluster(self, name: str) -> ClusterState:
+        return next(c for c in self.env.clusters if c.name == name)
+
+    async def submit(self, manifest: dict[str, Any]) -> dict[str, Any]:
+        created: dict[str, Any] = await self.fleet.call(
+            "POST", "/v1/jobs", self.token, json=manifest
+        )
+        assert "id" in created, created
+        return created
+
+    async def job(self, job_id: str) -> dict[str, Any]:
+        return dict(await self.fleet.call("GET", f"/v1/jobs/{job_id}", self.token))
+
+    async def until(self, job_id: str, *states: str, timeout_s: float = 60) -> dict[str, Any]:
+        async def reached() -> bool:
+            return (await self.job(job_id))["state"] in states
+
+        await wait_for(f"job {job_id} in {states}", reached, timeout_s)
+        return await self.job(job_id)
+
+    async def pods(self, cluster: str, job_id: str) -> list[dict[str, Any]]:
+        async with self.cluster(cluster).client() as client:
+            listed = await client.get(
+                f"/api/v1/namespaces/{NS}/pods?labelSelector={ann.JOB_LABEL}%3D{job_id}"
+            )
+        return list(listed["items"])
+
+
+def task(
+    name: str, flavor: str | None, count: int = 1, replicas: int = 1, run_s: int = 3
+) -> dict[str, Any]:
+    resources: dict[str, Any] = {"cpu": "2", "memory": "4Gi"}
+    if flavor:
+        resources["accelerators"] = {"count": count, "anyOf": [{"flavor": flavor}]}
+    return {
+        "name": name,
+        "replicas": replicas,
+        "image": "registry.local/e2e:1",
+        "annotations": {ann.RUN_SECONDS: str(run_s)},
+        "resources": resources,
+    }
+
+
+def manifest(name: str, *tasks: dict[str, Any], priority: str = "normal") -> dict[str, Any]:
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {"queue": "default", "priorityClass": priority, "tasks": list(tasks)},
+    }
+
+
+@pytest.fixture(scope="module")
+def environment(
+    k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Environment]:
+    """Two clusters whose schedulers call our extender, one extender process per cluster."""
+    ports = dict(zip((BEIJING, SHANGHAI), free_ports(2), strict=True))
+    env = k8s_env_factory(2, {name: f"http://127.0.0.1:{port}" for name, port in ports.items()})
+    logs = tmp_path_factory.mktemp("extenders")
+    procs = []
+    for cs in env.clusters:
+        with (logs / f"{cs.name}.log").open("wb") as out:
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(EXTENDER),
+                        "--kubeconfig",
+                        cs.kubeconfig,
+                        "--listen",
+                        f"127.0.0.1:{ports[cs.name]}",
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    try:
+        yield env
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def world(environment: Environment) -> AsyncIterator[World]:
+    pg = EmbeddedPostgres()
+    url = await pg.start()
+    await migrate.upgrade(url)
+    db = Database(url)
+    await ensure_admin_token(db, ADMIN)
+    fleet = Fleet(db, ADMIN)
+    await fleet.start_hub()
+    fleet.start_loop()
+    await fleet.call("POST", "/v1/tenants", json={"name": "acme"})
+    await fleet.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
+    member = await fleet.call(
+        "POST", "/v1/tokens", json={"name": "m", "role": "member", "tenant": "acme"}
+    )
+    for cs in environment.clusters:
+        backend = KubernetesBackend(cs.kubeconfig, NS, fleet.catalog)
+        await fleet.attach(cs.name, backend, namespace=NS)
+
+    async def registered() -> bool:
+        clusters = (await fleet.call("GET", "/v1/clusters"))["items"]
+        return all(c["state"] == "Ready" and c["nodes"] for c in clusters) and len(clusters) == 2
+
+    await wait_for("both clusters registered with their nodes", registered, 60)
+    try:
+        yield World(environment, fleet, member["token"])
+    finally:
+        await fleet.close()
+        await db.close()
+        await pg.stop()
+
+
+async def test_the_hub_inventory_matches_the_clusters_including_foreign_pods(world: World) -> None:
+    for cs in world.env.clusters:
+        async with cs.client() as client:
+            kube_nodes = {
+                n["metadata"]["name"] for n in (await client.get("/api/v1/nodes"))["items"]
+            }
+        hub = await world.fleet.call("GET", f"/v1/clusters/{cs.name}")
+        assert hub["nodes"] == len(kube_nodes), cs.name
+    beijing = await world.fleet.call("GET", f"/v1/clusters/{BEIJING}")
+    assert {f["flavor"]: f["total"] for f in beijing["flavors"]} == {
+        "nvidia/H100-80GB": 16,
+        "huawei/Ascend910B3": 8,
+        "cambricon/MLU370-X8": 8,
+        "hygon/K100-AI": 8,
+    }
+    # a pod created outside Suanpan holding 2 Ascend cards counts as used at the hub
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "foreign-ascend", "namespace": "default"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "bj-ascend-0"},
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "x",
+                    "resources": {
+                        "requests": {"huawei.com/Ascend910B3": "2"},
+                        "limits": {"huawei.com/Ascend910B3": "2"},
+                    },
+                }
+            ],
+        },
+    }
+    async with world.cluster(BEIJING).client() as client:
+        await client.post("/api/v1/namespaces/default/pods", foreign)
+
+    async def counted() -> bool:
+        c = await world.fleet.call("GET", f"/v1/clusters/{BEIJING}")
+        ascend = next(f for f in c["flavors"] if f["flavor"] == "huawei/Ascend910B3")
+        return bool(ascend["allocatedMilli"] == 2000)
+
+    try:
+        await wait_for("the foreign pod's 2 Ascend cards counted at the hub", counted, 30)
+    finally:
+        async with world.cluster(BEIJING).client() as client:
+            await client.delete(
+                "/api/v1/namespaces/default/pods/foreign-ascend?gracePeriodSeconds=0"
+            )
+
+
+async def test_a_node_added_or_removed_shows_up_at_the_hub(world: World) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "fed-xpu-extra",
+            "labels": {"kubernetes.io/hostname": "fed-xpu-extra", "xpu": "on"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "status": {
+            "capacity": {"cpu": "64", "memory": "512Gi", "pods": "110", "kunlunxin.com/xpu": "8"},
+            "allocatable": {
+                "cpu": "64",
+                "memory": "512Gi",
+                "pods": "110",
+                "kunlunxin.com/xpu": "8",
+            },
+        },
+    }
+    before = (await world.fleet.call("GET", f"/v1/clusters/{SHANGHAI}"))["nodes"]
+
+    async def nodes_now(expected: int) -> bool:
+        return bool(
+            (await world.fleet.call("GET", f"/v1/clusters/{SHANGHAI}"))["nodes"] == expected
+        )
+
+    async with world.cluster(SHANGHAI).client() as client:
+        await client.post("/api/v1/nodes", node)
+    await wait_for("the new node at the hub", lambda: nodes_now(before + 1), 20)
+    async with world.cluster(SHANGHAI).client() as client:
+        await client.delete("/api/v1/nodes/fed-xpu-extra")
+    await wait_for("the removed node gone from the hub", lambda: nodes_now(before), 20)
+
+
+async def test_a_job_runs_to_success_on_the_cluster_with_its_flavor(world: World) -> None:
+    job = await world.submit(manifest("xpu-train", task("w", "kunlunxin/*", count=4, replicas=2)))
+    running = await world.until(job["id"], "Running", "Succeeded")
+    assert running["cluster"] == SHANGHAI  # the only cluster with Kunlunxin P800
+    pods = await world.pods(SHANGHAI, job["id"])
+    assert len(pods) == 2
+    for pod in pods:
+        assert pod["spec"]["schedulerName"] == ann.SCHEDULER_NAME
+        devices = pod["metadata"]["annotations"][ann.DEVICES].split(",")
+        assert len(devices) == 4  # exact device ids chosen by the extender at bind
+    used = [
+        (p["spec"]["nodeName"], d)
+        for p in pods
+        for d in p["metadata"]["annotations"][ann.DEVICES].split(",")
+    ]
+    assert len(set(used)) == len(used)  # no device given twice
+    await world.until(job["id"], "Succeeded")
+
+
+async def test_a_heterogeneous_two_role_job_runs_in_one_cluster(world: World) -> None:
+    job = await world.submit(
+        manifest(
+            "rlhf",
+            task("preprocess", None, replicas=2),
+            task("policy", "huawei/Ascend910B3", count=8),
+        )
+    )
+    done = await world.until(job["id"], "Succeeded")
+    events = (await world.fleet.call("GET", f"/v1/jobs/{job['id']}/events", world.token))["items"]
+    placed = next(e for e in events if e["reason"] == "Placed")
+    assert placed["data"]["flavors"] == {"preprocess": None, "policy": "huawei/Ascend910B3"}
+    assert done["cluster"] in (BEIJING, SHANGHAI)
+
+
+async def test_cancel_deletes_the_pods(world: World) -> None:
+    job = await world.submit(manifest("long", task("w", "cambricon/*", count=4, run_s=100_000)))
+    running = await world.until(job["id"], "Running")
+    assert await world.pods(running["cluster"], job["id"])
+    await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+
+    async def gone() -> bool:
+        pods = await world.pods(running["cluster"], job["id"])
+        return not [p for p in pods if not p["metadata"].get("deletionTimestamp")]
+
+    await wait_for("pods of the cancelled job deleted", gone, 60)
+
+
+async def test_an_urgent_job_preempts_and_the_victim_is_requeued_and_rerun(world: World) -> None:
+    low = await world.submit(
+        manifest(
+            "filler",
+            task("w", "nvidia/H100*", count=8, replicas=2, run_s=100_000),
+            priority="best-effort",
+        )
+    )
+    low = await world.until(low["id"], "Running")
+    assert low["cluster"] == BEIJING  # the only cluster with H100
+    urgent = await world.submit(
+        manifest("urgent", task("w", "nvidia/H100*", count=8, run_s=5), priority="critical")
+    )
+    await world.until(urgent["id"], "Running", "Succeeded", timeout_s=90)
+    victim_events = (await world.fleet.call("GET", f"/v1/jobs/{low['id']}/events", world.token))[
+        "items"
+    ]
+    reasons = [e["reason"] for e in victim_events]
+    assert "Preempted" in reasons
+    epoch_one = [
+        p
+        for p in await world.pods(BEIJING, low["id"])
+        if p["metadata"]["labels"][ann.EPOCH_LABEL] == "1"
+    ]
+    assert not [p for p in epoch_one if not p["metadata"].get("deletionTimestamp")]
+    await world.until(urgent["id"], "Succeeded", timeout_s=90)
+    rerun = await world.until(low["id"], "Running", timeout_s=90)
+    assert rerun["epoch"] == 2
+    await world.fleet.call("POST", f"/v1/jobs/{low['id']}/cancel", world.token)
