@@ -1,6 +1,6 @@
 """Victim search: when a job fits nowhere, which running jobs to evict, and where.
 
-Candidates are whole placed jobs (gangs leave whole) that are preemptible and of lower
+Candidates are whole jobs placed before this cycle (gangs leave whole), preemptible, of lower
 priority than the preemptor, or of equal priority in another queue of the cohort that is
 borrowing quota the preemptor's queue is entitled to (Kueue's reclaimWithinCohort), and that
 free something the preemptor needs.
@@ -149,6 +149,7 @@ def candidates(ctx: JobContext, cluster: ClusterState, scope: Scope) -> list[Pla
         for p in near
         if p.job.preemptible
         and p.job.id not in state.preempting
+        and p.job.id not in state.fresh
         and p.job.id != job.id
         and (
             p.job.priority < job.priority
@@ -334,9 +335,15 @@ def _could_fit(ctx: JobContext, cluster: ClusterState, groups: list[_Group]) -> 
     fit if each node gave its free devices plus every device candidates hold on it."""
     held: dict[str, dict[int, int]] = {}  # flavor -> node -> devices candidates hold there
     for group in groups:
-        if group.node is not None:
-            for flavor, devices in group.held.items():
-                held.setdefault(flavor, {})[group.node] = devices
+        for victim in group.victims:
+            if victim.cluster != cluster.name:
+                continue
+            for replica in victim.replicas:
+                node = cluster.node_index.get(replica.node)
+                flavor = victim.flavors[replica.task]
+                if node is not None and flavor:
+                    per_node = held.setdefault(flavor, {})
+                    per_node[node] = per_node.get(node, 0) + max(len(replica.devices), 1)
     capacity: dict[tuple[str, int], int] = {}
 
     def replicas_possible(flavor: str, count: int) -> int:

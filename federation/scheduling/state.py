@@ -236,6 +236,7 @@ class State:
         # per cluster: how many preemptible placements there are of each priority
         self.preemptible: dict[str, dict[int, int]] = {name: {} for name in self.clusters}
         self.preempting: set[str] = set(snapshot.preempting)
+        self.fresh: set[str] = set()  # placed in this cycle
         self.held: dict[str, list[tuple[str, Usage]]] = {}  # reservations by holding job id
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
@@ -282,11 +283,18 @@ class State:
     # --- changes ---------------------------------------------------------------------------
 
     def place(self, placement: Placement) -> None:
-        """Add a new placement: charge quota and take its replicas' node usage."""
+        """Add a new placement: charge quota and take its replicas' node usage. Jobs placed
+        in this cycle are `fresh`: never preemption victims in the same cycle."""
         cluster = self.clusters[placement.cluster]
         taken = self._take_all(cluster, cluster.usages(placement))
         self._account(placement, 1)
-        self._log(lambda: self._remove(placement, taken))
+        self.fresh.add(placement.job.id)
+
+        def undo() -> None:
+            self.fresh.discard(placement.job.id)
+            self._remove(placement, taken)
+
+        self._log(undo)
 
     def evict(self, placement: Placement) -> list[Usage]:
         """Remove a placement: refund quota and free what its replicas hold on their nodes.
@@ -420,6 +428,7 @@ class State:
             tuple(sorted((q, tuple(sorted(u.items()))) for q, u in self.quota.usage.items())),
             tuple(sorted(self.placements)),
             tuple(sorted(self.preempting)),
+            tuple(sorted(self.fresh)),
             tuple(sorted((j, tuple(h)) for j, h in self.held.items())),
         )
 

@@ -9,10 +9,12 @@ import pytest
 import federation.scheduling.cycle as cycle_module
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
-from federation.scheduling.flavors import FitCheck
+from federation.scheduling.flavors import FitCheck, FlavorAssigner, assignments
 from federation.scheduling.framework import JobContext, SchedulerConfig
+from federation.scheduling.model import Placement, ReplicaPlacement
+from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.preemption import Preemption, find_preemption
-from federation.scheduling.state import ClusterState
+from federation.scheduling.state import ClusterState, State
 
 from .builders import ASCEND, H100, cluster, job, pool, queue, snapshot
 
@@ -127,3 +129,38 @@ def test_victims_of_one_preemption_are_not_taken_twice_in_a_cycle() -> None:
     result = schedule(snap, jobs, now=0)
     assert [p.preemptor.id for p in result.preempted] == ["hi1"]
     assert [p.job.id for p in result.pending] == ["hi2"]
+
+
+def test_a_gang_victim_frees_every_node_it_spans() -> None:
+    running = [(job("gang", H100, count=8, replicas=2, priority=0), "a")]
+    snap = snapshot([cluster("a", pool("a", 2))], running=running)
+    result = schedule(snap, [job("hi", H100, count=4, replicas=3, priority=5)], now=0)
+    assert victims(result) == ["gang"]
+
+
+def test_jobs_placed_in_this_cycle_are_never_victims() -> None:
+    queues = [
+        queue("lender", {H100: 8000}, cohort="c"),
+        queue("borrower", {H100: 8000}, cohort="c"),
+    ]
+    snap = snapshot([cluster("a", pool("a", 2))], queues)
+    state = State(snap)
+    eight = tuple(range(8))
+    fresh = Placement(
+        job("b", H100, count=8, replicas=2, queue="borrower"),
+        "a",
+        (H100,),
+        (ReplicaPlacement(0, "a-0", eight), ReplicaPlacement(0, "a-1", eight)),
+    )
+    state.place(fresh)  # borrows the lender's quota, placed this cycle
+    lender_job = job("mine", H100, count=8, queue="lender")
+    ctx = JobContext(
+        lender_job, state, SchedulerConfig(), assignments(lender_job, SchedulerConfig())
+    )
+    fits = FlavorAssigner(DEFAULT_REGISTRY.profile(SchedulerConfig()))
+    assert find_preemption(ctx, [state.clusters["a"]], fits) is None
+    # The same placement made in an earlier cycle is reclaimed.
+    earlier = State(snapshot([cluster("a", pool("a", 2))], queues, [(fresh.job, "a")]))
+    ctx = JobContext(lender_job, earlier, SchedulerConfig(), ctx.assignments)
+    found = find_preemption(ctx, [earlier.clusters["a"]], fits)
+    assert found is not None and [v.job.id for v in found.victims] == ["b"]
