@@ -249,6 +249,8 @@ def _search(
                     continue
             needed.append(victim)
         verdict = fits(ctx, cluster)
+    if not needed:
+        return None
     needed.reverse()
     cost = (
         max(v.job.priority for v in needed),
