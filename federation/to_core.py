@@ -98,6 +98,7 @@ class JobFacts:
     preemptible: bool
     created_at: float
     runtime_s: float = 0.0
+    avoided_clusters: frozenset[str] = frozenset()  # where its gang recently failed to start
 
 
 def core_job(catalog: Catalog, facts: JobFacts, manifest: Mapping[str, Any]) -> Job:
@@ -116,6 +117,7 @@ def core_job(catalog: Catalog, facts: JobFacts, manifest: Mapping[str, Any]) -> 
             regions=frozenset(placement.get("regions", ())),
             clusters=frozenset(placement.get("clusters", ())),
             cluster_selector=MappingProxyType(dict(placement.get("clusterSelector", {}))),
+            avoided_clusters=facts.avoided_clusters,
         ),
         runtime_s=facts.runtime_s,
     )

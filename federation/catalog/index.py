@@ -17,6 +17,7 @@ class Catalog:
     models: Mapping[str, AcceleratorModel]
     reference_fp16_tflops: float = 312.0
     _folded: Mapping[str, AcceleratorModel] = field(init=False, repr=False, compare=False)
+    _managed: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         models = dict(self.models)
@@ -26,6 +27,12 @@ class Catalog:
         object.__setattr__(self, "models", MappingProxyType(models))
         folded = {key.lower(): model for key, model in models.items()}
         object.__setattr__(self, "_folded", MappingProxyType(folded))
+        names: set[str] = set()
+        for model in models.values():
+            s = model.sharing
+            names.update(model.resources)
+            names.update(r for r in (s.share_resource, s.memory_resource, s.core_resource) if r)
+        object.__setattr__(self, "_managed", tuple(sorted(names)))
 
     def get(self, key: str) -> AcceleratorModel | None:
         """The model with this key (case-insensitive), or None."""
@@ -57,13 +64,12 @@ class Catalog:
         return model.speed
 
     def managed_resources(self) -> tuple[str, ...]:
-        """Every extended resource the catalog knows: whole-device and sharing ones, sorted."""
-        names: set[str] = set()
-        for model in self.models.values():
-            s = model.sharing
-            names.update(model.resources)
-            names.update(r for r in (s.share_resource, s.memory_resource, s.core_resource) if r)
-        return tuple(sorted(names))
+        """Every extended resource the catalog knows: whole-device and sharing ones, sorted.
+
+        Computed once when the catalog is built: the resolver asks for it on every resource
+        it cannot attribute (`resolve_node`, `pod_device_usage`).
+        """
+        return self._managed
 
     def identify_product(self, vendor: Vendor, product: str) -> AcceleratorModel | None:
         """The model of `vendor` a product name (vendor tool or node label) designates.

@@ -24,7 +24,16 @@ from federation.scheduling.model import (
     Snapshot,
 )
 from federation.store.queue_usage import HOLDING_STATES
-from federation.store.tables import clusters, devices, jobs, nodes, placements, queues, tenants
+from federation.store.tables import (
+    clusters,
+    devices,
+    events,
+    jobs,
+    nodes,
+    placements,
+    queues,
+    tenants,
+)
 from federation.to_core import DeviceRow, JobFacts, UnknownFlavor, core_job, core_node
 
 log = logging.getLogger(__name__)
@@ -118,6 +127,28 @@ async def queue_models(conn: AsyncConnection) -> list[Queue]:
     ]
 
 
+async def _gang_failures(
+    conn: AsyncConnection, cluster_names: dict[uuid.UUID, str]
+) -> dict[uuid.UUID, frozenset[str]]:
+    """Per queued job, the clusters where its gang failed to start in the last half hour."""
+    rows = await conn.execute(
+        sa.select(events.c.job_id, events.c.data["cluster_id"].astext)
+        .join(jobs, jobs.c.id == events.c.job_id)
+        .where(
+            jobs.c.state == "Queued",
+            events.c.kind == "Job",
+            events.c.data["cluster_report"].astext == "Unschedulable",
+            events.c.created_at > sa.func.now() - sa.text("interval '30 minutes'"),
+        )
+    )
+    found: dict[uuid.UUID, set[str]] = defaultdict(set)
+    for job_id, cluster_id in rows:
+        name = cluster_names.get(uuid.UUID(cluster_id)) if cluster_id else None
+        if name:
+            found[job_id].add(name)
+    return {job_id: frozenset(names) for job_id, names in found.items()}
+
+
 async def read(
     conn: AsyncConnection, catalog: Catalog, *, now: float, max_pending: int = 5000
 ) -> Read:
@@ -147,6 +178,7 @@ async def read(
         .join(queues, queues.c.id == jobs.c.queue_id)
     )
     result = Read(Snapshot(), [], {}, cluster_ids)
+    avoided = await _gang_failures(conn, cluster_names)
 
     def model(row: Any) -> Job | None:
         facts = JobFacts(
@@ -156,6 +188,7 @@ async def read(
             preemptible=row.preemptible,
             created_at=_seconds(row.queued_at),
             runtime_s=max(0.0, now - _seconds(row.started_at)) if row.started_at else 0.0,
+            avoided_clusters=avoided.get(row.id, frozenset()),
         )
         result.refs[facts.id] = JobRef(
             row.id, row.version, row.state, row.epoch, row.reason, row.pending_reasons

@@ -20,7 +20,14 @@ from federation.scheduling.state import ClusterState, State
 from federation.scheduling.status import Status
 
 DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
-    {"packing": 1.0, "performance": 1.0, "locality": 1.0, "balance": 0.0, "cost": 0.0}
+    {
+        "packing": 1.0,
+        "performance": 1.0,
+        "locality": 1.0,
+        "balance": 0.0,
+        "cost": 0.0,
+        "retry": 10.0,
+    }
 )
 
 

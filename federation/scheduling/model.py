@@ -142,6 +142,8 @@ class Constraints:
     cluster_selector: Mapping[str, str] = field(default_factory=_no_labels)
     preferred_regions: tuple[str, ...] = ()  # soft hint for the locality score
     tolerations: tuple[str, ...] = ()  # node taint keys the job tolerates
+    # clusters where this job's gang recently failed to start: others are preferred (soft)
+    avoided_clusters: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)

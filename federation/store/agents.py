@@ -251,6 +251,7 @@ async def apply_status(
         message=update.message,
         data={
             "cluster_report": update.state,
+            "cluster_id": str(cluster_id),
             "epoch": update.epoch,
             "pods": {
                 "running": update.running,

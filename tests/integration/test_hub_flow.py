@@ -294,3 +294,22 @@ async def test_a_silent_cluster_is_not_ready_until_its_agent_calls_again(hub: Hu
     await hub.call("GET", "/v1/agent/assignments", agent)
     _, cluster = await hub.call("GET", "/v1/clusters/east")
     assert cluster["state"] == "Ready"
+
+
+async def test_a_gang_that_could_not_start_is_replanned_on_another_cluster(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    east = await _agent(hub, "east", [_node("e1", used=4)])  # fuller: packing prefers it
+    await _agent(hub, "west", [_node("w1")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("gang", replicas=1, count=4))
+    loop = await _loop(hub)
+    await loop.cycle()
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert job["cluster"] == "east"
+    # east's scheduler could not bind the gang in time: the agent says so
+    ack = await _status(hub, east, job, "Unschedulable")
+    assert ack["applied"] == 1
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert (job["state"], job["cluster"]) == ("Queued", None)
+    await loop.cycle()
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert (job["state"], job["cluster"], job["epoch"]) == ("Placed", "west", 2)

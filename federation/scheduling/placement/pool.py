@@ -67,7 +67,6 @@ class Pool:
     def __init__(self, nodes: Sequence[PoolNode]) -> None:
         n = len(nodes)
         width = max((nd.devices.size for nd in nodes if nd.devices), default=0)
-        self.nodes = tuple(nodes)
         self.names = [nd.name for nd in nodes]
         self.model_names = sorted({nd.devices.model for nd in nodes if nd.devices})
         index = {m: k for k, m in enumerate(self.model_names)}

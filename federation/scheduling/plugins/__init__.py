@@ -11,6 +11,7 @@ from federation.scheduling.plugins.packing import Packing
 from federation.scheduling.plugins.performance import Performance
 from federation.scheduling.plugins.quota import Quota
 from federation.scheduling.plugins.readiness import Ready
+from federation.scheduling.plugins.retry import Retry
 
 DEFAULT_REGISTRY = Registry(
     cluster_filters={"ready": Ready, "constraints": Constraints},
@@ -25,6 +26,7 @@ DEFAULT_REGISTRY = Registry(
         "balance": Balance,
         "locality": Locality,
         "cost": Cost,
+        "retry": Retry,
     },
 )
 
@@ -40,4 +42,5 @@ __all__ = [
     "Performance",
     "Quota",
     "Ready",
+    "Retry",
 ]

@@ -249,3 +249,13 @@ def test_multi_round_preemptor_gets_the_capacity_its_victims_free() -> None:
     assert not second.placed
     third = schedule(second_snap, [filler, urgent], now=1)
     assert placed_on(third) == {"urgent": "a"}
+
+
+def test_a_gang_that_failed_to_start_somewhere_is_replanned_elsewhere_when_possible() -> None:
+    # "a" is fuller, so packing alone would choose it again
+    snap = snapshot([cluster("a", pool("a", 1)), cluster("b", pool("b", 2))])
+    retry = job("j", H100, count=8, constraints=Constraints(avoided_clusters=frozenset({"a"})))
+    assert placed_on(schedule(snap, [job("j", H100, count=8)], now=0)) == {"j": "a"}
+    assert placed_on(schedule(snap, [retry], now=0)) == {"j": "b"}
+    only_a = snapshot([cluster("a", pool("a", 1))])
+    assert placed_on(schedule(only_a, [retry], now=0)) == {"j": "a"}  # soft: never stuck
