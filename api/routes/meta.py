@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -85,3 +86,13 @@ async def docs(call: Call) -> web.Response:
         + "</pre></body></html>"
     )
     return web.Response(text=page, content_type="text/html")
+
+
+_WEB_PAGE = (Path(__file__).resolve().parent.parent / "web" / "index.html").read_text()
+
+
+@API.op("GET", "/ui", summary="Web view", tag="meta", roles=())
+async def web_view(call: Call) -> web.Response:
+    """A read-only web view of clusters, accelerators and jobs (it calls the API with the token
+    the user types; the page itself holds no data)."""
+    return web.Response(text=_WEB_PAGE, content_type="text/html")

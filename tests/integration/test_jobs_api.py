@@ -125,3 +125,15 @@ async def test_explain_of_a_fresh_job_says_it_waits(hub: Hub) -> None:
     status, why = await hub.call("GET", f"/v1/jobs/{job['id']}/explain", token)
     assert status == 200
     assert why["state"] == "Queued" and why["clusters"] == []
+
+
+async def test_the_web_view_is_served_and_calls_only_existing_operations(hub: Hub) -> None:
+    import re
+
+    from api.routes import API
+
+    status, page = await hub.call("GET", "/ui", None)
+    assert status == 200 and "<title>Suanpan</title>" in page
+    called = set(re.findall(r'api\(`?"?(/v1/[a-z-]+)', page))
+    known = {op.path for op in API.operations}
+    assert called and called <= known, called - known
