@@ -96,11 +96,6 @@ def _containers(pod: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[dict
     )
 
 
-def _extended(requests: list[dict[str, str]]) -> list[dict[str, str]]:
-    """Only extended resources (with a domain): the device usage never needs the others."""
-    return [{k: v for k, v in r.items() if "/" in k} for r in requests]
-
-
 def _cpu_memory(containers: list[dict[str, str]], init: list[dict[str, str]]) -> tuple[int, int]:
     """Effective CPU (milli) and memory (MiB) requests: the app sum or the largest init."""
 
@@ -125,8 +120,7 @@ def pod_demand(
     containers, init = _containers(pod)
     try:
         cpu, memory = _cpu_memory(containers, init)
-        usage = pod_device_usage(catalog, _extended(containers), _extended(init))
-        usage = {k: n for k, n in usage.items() if n}
+        usage = {k: n for k, n in pod_device_usage(catalog, containers, init).items() if n}
     except ValueError as exc:
         raise DemandError(f"bad resource quantity: {exc}") from exc
     notes = ((pod.get("metadata") or {}).get("annotations") or {}) if annotated else {}
