@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from cluster_agents.agent.backend import PodPhase, PodStatus
-from cluster_agents.backends.k8s_api import timestamp
+from cluster_agents.kube.api import timestamp
 from federation.wire import annotations as ann
 
 NODE_LOST = "NodeLost"

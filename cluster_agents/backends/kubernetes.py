@@ -31,9 +31,7 @@ from kubernetes_asyncio.client import (
 from prometheus_client import CollectorRegistry
 
 from cluster_agents.agent.backend import ClusterFacts, PodSpec, PodStatus
-from cluster_agents.backends.k8s_api import JSON, KubeAPIError, call
 from cluster_agents.backends.k8s_cache import ClusterCache
-from cluster_agents.backends.k8s_metrics import BackendMetrics
 from cluster_agents.backends.k8s_render import (
     owner_name,
     owner_reference,
@@ -41,7 +39,9 @@ from cluster_agents.backends.k8s_render import (
     render_pod,
     render_priority_class,
 )
-from cluster_agents.backends.k8s_watch import Reflector
+from cluster_agents.kube.api import JSON, KubeAPIError, call
+from cluster_agents.kube.metrics import BackendMetrics
+from cluster_agents.kube.watch import Reflector
 from federation.catalog import Catalog
 from federation.wire import annotations as ann
 from federation.wire.agent import NodeInfo

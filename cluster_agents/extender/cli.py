@@ -18,7 +18,6 @@ from typing import Any
 
 from aiohttp import web
 
-from cluster_agents.backends.k8s_metrics import BackendMetrics
 from cluster_agents.extender.cache import Cache
 from cluster_agents.extender.config import DEFAULT_URL, render, scheduler_config
 from cluster_agents.extender.kube import KubePods, keep_synced, reflectors
@@ -26,6 +25,7 @@ from cluster_agents.extender.metrics import Metrics
 from cluster_agents.extender.scoring import POLICIES
 from cluster_agents.extender.server import make_app
 from cluster_agents.extender.service import Extender
+from cluster_agents.kube.metrics import BackendMetrics
 from federation.catalog import Catalog, load_catalog
 
 log = logging.getLogger("suanpan.extender")

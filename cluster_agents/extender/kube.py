@@ -1,8 +1,8 @@
 """Kubernetes I/O of the extender: the Binding call, and list+watch into the cache.
 
-Both go through the agent backend's raw-JSON helpers (`cluster_agents.backends.k8s_api.call`,
-`k8s_watch.Reflector`: paged lists, watches resumed by resourceVersion, a full list after
-410 Gone, backoff on errors), so the two processes watch the cluster the same way.
+Both go through the raw-JSON helpers the agent's backend uses too (`cluster_agents.kube.api.call`,
+`cluster_agents.kube.watch.Reflector`: paged lists, watches resumed by resourceVersion, a full
+list after 410 Gone, backoff on errors), so the two processes watch the cluster the same way.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cluster_agents.backends.k8s_api import KubeAPIError, call
-from cluster_agents.backends.k8s_metrics import BackendMetrics
-from cluster_agents.backends.k8s_watch import Reflector, Store
 from cluster_agents.extender.binder import APIError
 from cluster_agents.extender.cache import Cache
+from cluster_agents.kube.api import KubeAPIError, call
+from cluster_agents.kube.metrics import BackendMetrics
+from cluster_agents.kube.watch import Reflector, Store
 
 REQUEST_TIMEOUT_S = 10.0
 

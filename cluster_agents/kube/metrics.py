@@ -1,4 +1,8 @@
-"""Prometheus metrics of the Kubernetes backend: watch lag, resyncs, API call latency."""
+"""Prometheus metrics of the Kubernetes helpers: watch lag, resyncs, API call latency.
+
+The agent's backend and the extender (in its own registry) both register them; the names keep
+the `suanpan_agent_kube_` prefix they were first published under.
+"""
 
 from __future__ import annotations
 

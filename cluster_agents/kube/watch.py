@@ -18,8 +18,8 @@ from typing import Any
 
 import aiohttp
 
-from cluster_agents.backends.k8s_api import JSON, KubeAPIError, call, timestamp
-from cluster_agents.backends.k8s_metrics import BackendMetrics
+from cluster_agents.kube.api import JSON, KubeAPIError, call, timestamp
+from cluster_agents.kube.metrics import BackendMetrics
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from cluster_agents.backends.k8s_metrics import BackendMetrics
+from cluster_agents.kube.metrics import BackendMetrics
 
 JSON = dict[str, Any]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cluster_agents.backends import k8s_watch
-from cluster_agents.backends.k8s_metrics import BackendMetrics
-from cluster_agents.backends.k8s_watch import Reflector, Store
+from cluster_agents.kube import watch as k8s_watch
+from cluster_agents.kube.metrics import BackendMetrics
+from cluster_agents.kube.watch import Reflector, Store
 
 NOW = 1796000600.0
 
