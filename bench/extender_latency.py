@@ -22,8 +22,8 @@ import time
 from typing import Any
 
 from bench.results import Figure, write_figure
-from cluster_agents.extender import Cache, Extender, choose, pod_demand
-from cluster_agents.extender.demand import format_devices
+from cluster_agents.extender import Cache, Extender, choose
+from cluster_agents.kube.pods import format_devices, pod_demand
 from federation.catalog import load_catalog
 from federation.wire import annotations as wire
 

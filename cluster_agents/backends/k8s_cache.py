@@ -16,7 +16,7 @@ from typing import Any
 from cluster_agents.agent.backend import PodStatus
 from cluster_agents.backends.k8s_nodes import NodeView, node_info, node_view
 from cluster_agents.backends.k8s_pods import ManagedPod, managed_pod, pod_status
-from cluster_agents.extender.demand import PodInfo, pod_info
+from cluster_agents.kube.pods import PodInfo, pod_info
 from cluster_agents.kube.watch import Store
 from federation.catalog import Catalog
 from federation.wire.agent import NodeInfo

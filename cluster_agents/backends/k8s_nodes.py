@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cluster_agents.extender.demand import PodInfo
+from cluster_agents.kube.pods import PodInfo
 from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
 from federation.scheduling.devices import WHOLE
 from federation.wire.agent import DeviceInfo, NodeInfo, Taint

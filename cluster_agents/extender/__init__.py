@@ -5,7 +5,6 @@ from cluster_agents.extender.binder import APIError, Binder, BindOutcome, PodAPI
 from cluster_agents.extender.cache import Cache, Occupancy, Placed, Reservation
 from cluster_agents.extender.config import managed_resources, render, scheduler_config
 from cluster_agents.extender.decide import FilterOutcome, choose, filter_nodes
-from cluster_agents.extender.demand import Demand, DemandError, PodInfo, pod_demand, pod_info
 from cluster_agents.extender.metrics import Metrics
 from cluster_agents.extender.nodes import NodeInfo, node_info
 from cluster_agents.extender.scoring import POLICIES, Prioritizer
@@ -18,8 +17,6 @@ __all__ = [
     "BindOutcome",
     "Binder",
     "Cache",
-    "Demand",
-    "DemandError",
     "Extender",
     "FilterOutcome",
     "Metrics",
@@ -27,7 +24,6 @@ __all__ = [
     "Occupancy",
     "Placed",
     "PodAPI",
-    "PodInfo",
     "Prioritizer",
     "Reservation",
     "choose",
@@ -35,8 +31,6 @@ __all__ = [
     "make_app",
     "managed_resources",
     "node_info",
-    "pod_demand",
-    "pod_info",
     "render",
     "scheduler_config",
 ]

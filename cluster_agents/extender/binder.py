@@ -22,8 +22,8 @@ from typing import Any, Protocol
 
 from cluster_agents.extender.cache import Cache, Reservation
 from cluster_agents.extender.decide import choose
-from cluster_agents.extender.demand import format_devices, pod_info
 from cluster_agents.extender.wire import BindingArgs
+from cluster_agents.kube.pods import format_devices, pod_info
 from federation.scheduling.devices import Preference
 from federation.wire import annotations as wire
 

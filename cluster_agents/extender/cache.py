@@ -21,8 +21,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cluster_agents.extender.demand import Demand, PodInfo, pod_info
 from cluster_agents.extender.nodes import NodeInfo, node_info
+from cluster_agents.kube.pods import Demand, PodInfo, pod_info
 from federation.catalog import Catalog
 from federation.scheduling import devices
 from federation.scheduling.devices import DeviceRequest, Fit, FitCode, NodeDevices

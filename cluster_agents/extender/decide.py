@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cluster_agents.extender.cache import NOT_CACHED, Cache
-from cluster_agents.extender.demand import Demand
+from cluster_agents.kube.pods import Demand
 from federation.scheduling import devices
 from federation.scheduling.devices import Fit, Preference
 

@@ -6,10 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_agents.kube.pods import MIB
 from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
 from federation.scheduling.devices import NodeDevices
-
-MIB = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)

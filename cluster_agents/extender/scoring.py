@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from cluster_agents.extender.cache import Cache, Placed
-from cluster_agents.extender.demand import Demand
 from cluster_agents.extender.nodes import NodeInfo
+from cluster_agents.kube.pods import Demand
 from federation.catalog import Catalog, ResolvedDevices
 from federation.scheduling.devices import NodeDevices, Preference
 from federation.scheduling.placement import (

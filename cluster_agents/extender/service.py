@@ -13,7 +13,6 @@ from typing import Any
 from cluster_agents.extender.binder import Binder, PodAPI
 from cluster_agents.extender.cache import Cache
 from cluster_agents.extender.decide import filter_nodes
-from cluster_agents.extender.demand import DemandError, pod_demand
 from cluster_agents.extender.metrics import Metrics
 from cluster_agents.extender.scoring import Prioritizer, preference
 from cluster_agents.extender.wire import (
@@ -24,6 +23,7 @@ from cluster_agents.extender.wire import (
     parse_binding,
     priority_list,
 )
+from cluster_agents.kube.pods import DemandError, pod_demand
 
 log = logging.getLogger(__name__)
 

@@ -6,5 +6,6 @@ here and neither imports the other:
 - `api`: raw-JSON API calls timed into metrics, `KubeAPIError`, timestamps;
 - `metrics`: the list+watch and API-call metrics (`suanpan_agent_kube_*`);
 - `watch`: list+watch of one resource into a store, resumed by resourceVersion, a full list
-  after 410 Gone.
+  after 410 Gone;
+- `pods`: what a pod asks for (`Demand`) and the facts occupancy needs (`PodInfo`).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_agents.backends.k8s_nodes import node_info, node_view
-from cluster_agents.extender.demand import pod_info
+from cluster_agents.kube.pods import pod_info
 from federation.wire.agent import NodeInfo, Taint
 from tests.unit.backends.k8s_objects import (
     ASCEND,

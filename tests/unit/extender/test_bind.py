@@ -9,9 +9,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster_agents.extender import Binder, Cache, pod_demand
-from cluster_agents.extender.demand import parse_devices
+from cluster_agents.extender import Binder, Cache
 from cluster_agents.extender.wire import BindingArgs
+from cluster_agents.kube.pods import parse_devices, pod_demand
 from federation.scheduling import devices
 from federation.wire import annotations as wire
 from tests.unit.extender.builders import CATALOG, FakeAPI, ascend_910b, cache, nvidia, pod

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from cluster_agents.extender import choose, filter_nodes, pod_demand
+from cluster_agents.extender import choose, filter_nodes
+from cluster_agents.kube.pods import pod_demand
 from tests.unit.extender.builders import (
     A100,
     ascend_910a,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cluster_agents.extender import Cache, Reservation, pod_demand
+from cluster_agents.extender import Cache, Reservation
+from cluster_agents.kube.pods import pod_demand
 from federation.scheduling.devices import WHOLE, DeviceRequest, FitCode
 from tests.unit.extender.builders import ascend_910b, cache, nvidia, pod
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from cluster_agents.extender import POLICIES, Cache, Prioritizer, pod_demand
-from cluster_agents.extender.demand import Demand
+from cluster_agents.extender import POLICIES, Cache, Prioritizer
+from cluster_agents.kube.pods import Demand, pod_demand
 from tests.unit.extender.builders import ascend_910a, ascend_910b, cache, pod
 
 B3 = "huawei/Ascend910B3"

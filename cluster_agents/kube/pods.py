@@ -1,9 +1,10 @@
-"""What a pod asks of the extender, read from its annotations or its resource requests.
+"""What a pod asks for and which devices it holds, read from its annotations or its requests.
 
 A pod the agent created carries `FLAVOR` (a catalog model key) and `DEVICE_REQUEST`
 (`{"count", "milli", "memoryMib"}`); any other pod that requests a managed resource is taken
-from its requests as whole devices. Pure functions over the pod's JSON (camelCase, as the
-apiserver and kube-scheduler send it).
+from its requests as whole devices. The extender writes the devices it chose at bind into
+`DEVICES`. Pure functions over the pod's JSON (camelCase, as the apiserver and kube-scheduler
+send it), used by the extender (filter, bind) and by the agent (what pods use on a node).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_agents.extender.nodes import MIB
 from federation.catalog import Catalog, parse_quantity, pod_device_usage
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.wire import annotations as wire
+
+MIB = 1024 * 1024
 
 
 class DemandError(ValueError):

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_agents.extender import Demand, DemandError, pod_demand, pod_info
-from cluster_agents.extender.demand import format_devices, parse_device_request, parse_devices
+from cluster_agents.kube.pods import (
+    Demand,
+    DemandError,
+    format_devices,
+    parse_device_request,
+    parse_devices,
+    pod_demand,
+    pod_info,
+)
 from federation.scheduling.devices import DeviceRequest
 from federation.wire import annotations as wire
 from tests.unit.extender.builders import CATALOG, pod
