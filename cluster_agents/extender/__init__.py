@@ -2,11 +2,10 @@
 bind pods to exact devices (DESIGN.md, level 2)."""
 
 from cluster_agents.extender.binder import APIError, Binder, BindOutcome, PodAPI
-from cluster_agents.extender.cache import Cache, Occupancy, Placed, Reservation
+from cluster_agents.extender.cache import Cache, Reservation
 from cluster_agents.extender.config import managed_resources, render, scheduler_config
 from cluster_agents.extender.decide import FilterOutcome, choose, filter_nodes
 from cluster_agents.extender.metrics import Metrics
-from cluster_agents.extender.nodes import NodeInfo, node_info
 from cluster_agents.extender.scoring import POLICIES, Prioritizer
 from cluster_agents.extender.server import make_app
 from cluster_agents.extender.service import Extender
@@ -20,9 +19,6 @@ __all__ = [
     "Extender",
     "FilterOutcome",
     "Metrics",
-    "NodeInfo",
-    "Occupancy",
-    "Placed",
     "PodAPI",
     "Prioritizer",
     "Reservation",
@@ -30,7 +26,6 @@ __all__ = [
     "filter_nodes",
     "make_app",
     "managed_resources",
-    "node_info",
     "render",
     "scheduler_config",
 ]

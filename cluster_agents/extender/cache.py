@@ -1,15 +1,10 @@
 """The extender's picture of the cluster: nodes, pods and in-flight reservations.
 
 Fed by list+watch (`cluster_agents.extender.kube`); no I/O here. A node's device occupancy is
-rebuilt from what holds devices on it, with the rules the agent uses to report nodes to the
-hub (`cluster_agents.backends.k8s_nodes`), so that hub and extender agree:
-
-1. bound, non-terminal pods with a `DEVICES` annotation: exactly those devices (with their
-   `DEVICE_REQUEST`, so shares count as shares), healthy or not;
-2. reservations of binds in flight (devices chosen, pod not yet seen bound);
-3. bound pods without a usable annotation (bound by someone else; or, never expected, two
-   pods claiming one device): conservatively whole devices, as many as they request, on the
-   lowest indices still entirely free, pods in (namespace, name) order.
+rebuilt from what holds devices on it by `cluster_agents.kube.occupancy.occupancy`, the
+function the agent reports nodes to the hub with, so that hub and extender agree; the
+reservations of binds in flight (devices chosen, pod not yet seen bound) hold their devices
+on top of the bound pods.
 
 Every change to a node or to what holds devices on it bumps the node's generation; the
 occupancy and fit results are memoized per generation.
@@ -21,28 +16,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from cluster_agents.extender.nodes import NodeInfo, node_info
+from cluster_agents.kube.occupancy import (
+    NodeInventory,
+    Occupancy,
+    Placed,
+    node_inventory,
+    occupancy,
+)
 from cluster_agents.kube.pods import Demand, PodInfo, pod_info
 from federation.catalog import Catalog
 from federation.scheduling import devices
-from federation.scheduling.devices import DeviceRequest, Fit, FitCode, NodeDevices
+from federation.scheduling.devices import DeviceRequest, Fit, FitCode
 from federation.scheduling.placement import PodRequest
-
-
-@dataclass(frozen=True, slots=True)
-class Placed:
-    """What one pod (or reservation) takes on a node: its request and the devices it holds."""
-
-    request: PodRequest
-    devices: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Occupancy:
-    """A node's devices of one model in use, and everything placed on the node."""
-
-    devices: NodeDevices
-    placed: tuple[Placed, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +40,11 @@ class Reservation:
     devices: tuple[int, ...]
     cpu_milli: int = 0
     memory_mib: int = 0
+
+    def placed(self) -> Placed:
+        """What the reservation holds on its node."""
+        request = PodRequest(self.cpu_milli, self.memory_mib, self.request, frozenset({self.model}))
+        return Placed(request, self.devices)
 
 
 MAX_TABLES = 64  # demands (target, request) whose fits on every node are kept
@@ -88,16 +78,12 @@ class FitTable:
         self.unresolvable.pop(node, None)
 
 
-def _placement(model: str, request: DeviceRequest | None, cpu: int, memory: int) -> PodRequest:
-    return PodRequest(cpu, memory, request, frozenset({model}) if request else frozenset())
-
-
 class Cache:
     """Nodes, pods and reservations, with per-node generations and memoized fits."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
-        self.nodes: dict[str, NodeInfo] = {}
+        self.nodes: dict[str, NodeInventory] = {}
         self.pods: dict[str, PodInfo] = {}
         self.layout = 0  # grows when the node set or a node's inventory changes
         self.nodes_synced = False
@@ -126,7 +112,7 @@ class Cache:
         if self._node_inputs.get(name) == inputs:
             return
         self._node_inputs[name] = inputs
-        info = node_info(self.catalog, obj)
+        info = node_inventory(self.catalog, obj)
         if self.nodes.get(info.name) != info:
             self.nodes[info.name] = info
             self.layout += 1
@@ -208,13 +194,12 @@ class Cache:
         memo = self._occupancy.get((node, model))
         if memo is not None and memo[0] == gen:
             return memo[1]
-        info = self.nodes[node]
-        resolved = info.model(model)
-        if resolved is None:
-            raise KeyError(f"node {node} has no {model} devices")
-        occupancy = self._build(node, model, info.empty(resolved))
-        self._occupancy[(node, model)] = (gen, occupancy)
-        return occupancy
+        reserved = (
+            r.placed() for r in self._reserved.values() if r.node == node and r.model == model
+        )
+        found = occupancy(self.nodes[node], model, self._on_node.get(node, {}).values(), reserved)
+        self._occupancy[(node, model)] = (gen, found)
+        return found
 
     def fit(self, node: str, demand: Demand) -> Fit:
         """Whether the demand fits the node now, and why not (see `fit_table`)."""
@@ -270,8 +255,7 @@ class Cache:
         if resolved is None:
             decision = Fit(FitCode.UNRESOLVABLE, "no such devices on the node")
         else:
-            occupancy = self.occupancy(node, resolved.model.key)
-            decision = devices.fit(occupancy.devices, demand.request)
+            decision = devices.fit(self.occupancy(node, resolved.model.key).devices, demand.request)
         return (
             replace(decision, reason=f"{demand.target}: {decision.reason}")
             if not decision.ok
@@ -289,44 +273,3 @@ class Cache:
         if pod is not None and pod.node:
             self._on_node.get(pod.node, {}).pop(pod.uid, None)
             self._touch(pod.node)
-
-    def _build(self, node: str, model: str, empty: NodeDevices) -> Occupancy:
-        info = self.nodes[node]
-        nd = replace(empty, healthy=(True,) * empty.size)  # held devices may have turned sick
-        placed: list[Placed] = []
-        exact: list[tuple[PodRequest, tuple[int, ...]]] = []
-        unknown: list[PodRequest] = []
-        pods = sorted(self._on_node.get(node, {}).values(), key=lambda p: (p.namespace, p.name))
-        for pod in pods:
-            if not pod.active:
-                continue
-            resolved = info.resolve(pod.demand.target) if pod.demand else None
-            if pod.demand is None or resolved is None or resolved.model.key != model:
-                placed.append(Placed(_placement(model, None, pod.cpu_milli, pod.memory_mib)))
-                continue
-            req = _placement(model, pod.demand.request, pod.cpu_milli, pod.memory_mib)
-            if pod.devices is not None and len(pod.devices) == pod.demand.request.count:
-                exact.append((req, pod.devices))
-            else:
-                unknown.append(req)
-        for r in self._reserved.values():
-            if r.node == node and r.model == model:
-                exact.append((_placement(model, r.request, r.cpu_milli, r.memory_mib), r.devices))
-        for req, held in exact:
-            assert req.device is not None
-            try:
-                nd = devices.allocate(nd, req.device, held)
-            except devices.DeviceConflict:
-                unknown.append(req)
-                continue
-            placed.append(Placed(req, held))
-        for req in unknown:  # whole devices, on the lowest indices still entirely free
-            assert req.device is not None
-            held = tuple(i for i in range(nd.size) if nd.is_free(i))[: req.device.count]
-            if held:
-                whole = DeviceRequest(len(held))
-                nd = devices.allocate(nd, whole, held)
-                placed.append(
-                    Placed(PodRequest(req.cpu_milli, req.memory_mib, whole, req.models), held)
-                )
-        return Occupancy(replace(nd, healthy=empty.healthy), tuple(placed))

@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from cluster_agents.extender.cache import Cache, Placed
-from cluster_agents.extender.nodes import NodeInfo
+from cluster_agents.extender.cache import Cache
+from cluster_agents.kube.occupancy import NodeInventory, Placed
 from cluster_agents.kube.pods import Demand
 from federation.catalog import Catalog, ResolvedDevices
 from federation.scheduling.devices import NodeDevices, Preference
@@ -88,7 +88,7 @@ def accepted_models(catalog: Catalog, target: str) -> frozenset[str]:
     return frozenset(m.key for m in catalog.models.values() if target in m.resources)
 
 
-def _all_healthy(info: NodeInfo, resolved: ResolvedDevices) -> NodeDevices:
+def _all_healthy(info: NodeInventory, resolved: ResolvedDevices) -> NodeDevices:
     """A pool row's devices: health only matters to fit (the filter), and a pod may still hold
     a device that turned sick, which the pool could not place."""
     empty = info.empty(resolved)

@@ -7,5 +7,7 @@ here and neither imports the other:
 - `metrics`: the list+watch and API-call metrics (`suanpan_agent_kube_*`);
 - `watch`: list+watch of one resource into a store, resumed by resourceVersion, a full list
   after 410 Gone;
-- `pods`: what a pod asks for (`Demand`) and the facts occupancy needs (`PodInfo`).
+- `pods`: what a pod asks for (`Demand`) and the facts occupancy needs (`PodInfo`);
+- `occupancy`: a node's accelerator inventory and the one occupancy function, which the agent
+  reports nodes to the hub with and the extender filters, scores and binds with.
 """
