@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from cluster_agents.kube.occupancy import NodeInventory, node_inventory, occupancy, quantity
 from cluster_agents.kube.pods import PodInfo
 from federation.catalog import Catalog
-from federation.wire.agent import DeviceInfo, NodeInfo, Taint
+from federation.wire.agent import DeviceInfo, NodeInfo, Taint, device_infos
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,18 +66,7 @@ def node_view(catalog: Catalog, node: Mapping[str, Any]) -> NodeView:
 def _devices(inventory: NodeInventory, pods: list[PodInfo]) -> list[DeviceInfo]:
     found: list[DeviceInfo] = []
     for resolved in inventory.devices:
-        held = occupancy(inventory, resolved.model.key, pods).devices
-        found.extend(
-            DeviceInfo(
-                flavor=held.model,
-                index=i,
-                memory_mib=held.memory_mib[i],
-                healthy=held.healthy[i],
-                used_milli=held.used_milli[i],
-                used_memory_mib=held.used_memory_mib[i],
-            )
-            for i in range(held.size)
-        )
+        found.extend(device_infos(occupancy(inventory, resolved.model.key, pods).devices))
     return found
 
 

@@ -27,7 +27,7 @@ from federation.scheduling.devices import (
     release,
 )
 from federation.wire import annotations as ann
-from federation.wire.agent import DeviceInfo, NodeInfo, Taint
+from federation.wire.agent import NodeInfo, Taint, device_infos
 
 
 @dataclass(frozen=True)
@@ -299,22 +299,7 @@ class SimulatedCluster:
             node.devices = release(node.devices, pod.request, pod.devices)
 
     def _node_info(self, node: _Node) -> NodeInfo:
-        d = node.devices
-        devices = (
-            [
-                DeviceInfo(
-                    flavor=d.model,
-                    index=i,
-                    memory_mib=d.memory_mib[i],
-                    healthy=d.healthy[i],
-                    used_milli=d.used_milli[i],
-                    used_memory_mib=d.used_memory_mib[i],
-                )
-                for i in range(d.size)
-            ]
-            if d is not None
-            else []
-        )
+        devices = device_infos(node.devices) if node.devices is not None else []
         return NodeInfo(
             name=node.spec.name,
             labels=dict(node.spec.labels),

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from federation.scheduling.devices import NodeDevices
 from federation.spec import DnsLabel, Labels
 
 MAX_NODES_PER_REPORT = 10_000
@@ -64,6 +65,21 @@ class DeviceInfo(_Msg):
     healthy: bool = True
     used_milli: int = Field(default=0, alias="usedMilli", ge=0, le=1000)
     used_memory_mib: int = Field(default=0, alias="usedMemoryMib", ge=0)
+
+
+def device_infos(devices: NodeDevices) -> list[DeviceInfo]:
+    """One node's devices of one model, with their use, as the agent reports them."""
+    return [
+        DeviceInfo(
+            flavor=devices.model,
+            index=i,
+            memory_mib=devices.memory_mib[i],
+            healthy=devices.healthy[i],
+            used_milli=devices.used_milli[i],
+            used_memory_mib=devices.used_memory_mib[i],
+        )
+        for i in range(devices.size)
+    ]
 
 
 class NodeInfo(_Msg):
