@@ -19,11 +19,9 @@ import sqlalchemy as sa
 import yaml
 
 from bench.results import Figure
-from deploy.fleet import free_port
+from deploy.fleet import free_port, local_fleet
 from deploy.local.kube import wait_for
-from federation.store import migrate
 from federation.store.database import Database
-from federation.store.embedded import EmbeddedPostgres
 from federation.store.tables import clusters, nodes
 
 ADMIN = "sp_bench_admin"
@@ -105,18 +103,9 @@ async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) 
 
 
 async def _run() -> list[Figure]:
-    from deploy.fleet import Fleet
-    from federation.store.bootstrap import ensure_admin_token
-
-    pg = EmbeddedPostgres()
-    url = await pg.start()
-    await migrate.upgrade(url)
-    db = Database(url)
-    await ensure_admin_token(db, ADMIN)
-    fleet = Fleet(db, ADMIN)
-    await fleet.start_hub()
     figures: list[Figure] = []
-    try:
+    async with local_fleet(ADMIN, scheduling=False) as fleet:
+        db = fleet.db
         with tempfile.TemporaryDirectory() as tmp:
             for n in SIZES:
                 async with db.transaction() as conn:
@@ -130,10 +119,6 @@ async def _run() -> list[Figure]:
                 figures += found
                 for f in found:
                     print(f"{f.name}: {f.value:.2f} {f.unit}")
-    finally:
-        await fleet.close()
-        await db.close()
-        await pg.stop()
     return figures
 
 

@@ -17,12 +17,8 @@ from collections import defaultdict
 from typing import Any
 
 from api.cli import table
-from deploy.fleet import Fleet
+from deploy.fleet import Fleet, local_fleet
 from deploy.local.kube import wait_for
-from federation.store import migrate
-from federation.store.bootstrap import ensure_admin_token
-from federation.store.database import Database
-from federation.store.embedded import EmbeddedPostgres
 
 ADMIN = "sp_demo_admin"
 CLUSTERS = (
@@ -316,22 +312,10 @@ async def main() -> None:
     """Run the demo end to end and print the report."""
     logging.basicConfig(level=logging.ERROR)
     started = time.monotonic()
-    pg = EmbeddedPostgres()
-    url = await pg.start()
-    await migrate.upgrade(url)
-    db = Database(url)
-    await ensure_admin_token(db, ADMIN)
-    fleet = Fleet(db, ADMIN)
-    await fleet.start_hub()
-    fleet.start_loop()
-    print(f"embedded PostgreSQL 16 at {pg.datadir}; hub at {fleet.url} (docs: {fleet.url}/docs)")
-    print(f"simulated clusters run {fleet.time_scale:g}× faster than real time")
-    try:
+    async with local_fleet(ADMIN) as fleet:
+        print(f"embedded PostgreSQL 16 at {fleet.datadir}; hub at {fleet.url} (ui: {fleet.url}/ui)")
+        print(f"simulated clusters run {fleet.time_scale:g}× faster than real time")
         await scenario(fleet)
-    finally:
-        await fleet.close()
-        await db.close()
-        await pg.stop()
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"
     )

@@ -4,7 +4,9 @@ its scheduling loop, and simulated member clusters each driven by a real agent."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,10 @@ from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
 from deploy.local.profile import load_profile
 from federation.catalog import Catalog, load_catalog
 from federation.controllers.scheduler import LoopConfig, SchedulerLoop
+from federation.store import migrate
+from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
+from federation.store.embedded import EmbeddedPostgres
 
 PROFILE_PATH = Path(__file__).resolve().parent / "local/profiles/mixed.yaml"
 
@@ -48,6 +53,7 @@ class Fleet:
     runner: web.AppRunner | None = None
     loop_stop: asyncio.Event = field(default_factory=asyncio.Event)
     loop_task: asyncio.Task[None] | None = None
+    datadir: Path | None = None  # where its embedded database lives, if it has one
 
     @property
     def url(self) -> str:
@@ -138,3 +144,24 @@ class Fleet:
             await self.stop_agent(name)
         await self.stop_loop()
         await self.stop_hub()
+
+
+@contextlib.asynccontextmanager
+async def local_fleet(admin_token: str, *, scheduling: bool = True) -> AsyncIterator[Fleet]:
+    """A fleet on a throw-away embedded PostgreSQL (migrated, with `admin_token`), hub serving
+    and (unless `scheduling` is off) its scheduling loop running; all removed on exit."""
+    pg = EmbeddedPostgres()
+    url = await pg.start()
+    await migrate.upgrade(url)
+    db = Database(url)
+    await ensure_admin_token(db, admin_token)
+    fleet = Fleet(db, admin_token, datadir=pg.datadir)
+    await fleet.start_hub()
+    if scheduling:
+        fleet.start_loop()
+    try:
+        yield fleet
+    finally:
+        await fleet.close()
+        await db.close()
+        await pg.stop()

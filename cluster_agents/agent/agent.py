@@ -23,6 +23,7 @@ from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
 from cluster_agents.agent.hub_client import HubApi, HubUnavailable
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
+from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.wire.agent import (
     Assignment,
@@ -105,7 +106,7 @@ class Agent:
                     backoff = 0.5
                 except HubUnavailable as exc:
                     log.warning("hub unavailable: %s; retrying in %.1f s", exc, backoff)
-                    await _sleep(stop, backoff * random.uniform(0.5, 1.5))
+                    await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
                     backoff = min(backoff * 2, self.config.backoff_max_s)
         finally:
             await self.hub.close()
@@ -283,11 +284,3 @@ class Agent:
             self._reported[(str(u.job), u.epoch)] = u.state
             if u.state == "Evicted" and self.released.get(str(u.job)) == u.epoch:
                 del self.released[str(u.job)]  # torn down and acknowledged: nothing left to do
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    except TimeoutError:
-        pass

@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from federation import metrics
+from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership
@@ -98,7 +99,7 @@ class SchedulerLoop:
         while not stop.is_set():
             try:
                 if not await self.leadership.acquire():
-                    await _sleep(stop, 2.0)
+                    await sleep_unless_stopped(stop, 2.0)
                     continue
                 log.warning("this hub replica leads the scheduling loop")
                 metrics.LEADER.set(1)
@@ -113,10 +114,10 @@ class SchedulerLoop:
                 log.warning("lost leadership; stepping down")
             except (OSError, ConnectionError) as exc:
                 log.warning("database unavailable (%s); retrying", exc)
-                await _sleep(stop, 1.0)
+                await sleep_unless_stopped(stop, 1.0)
             except Exception:
                 log.exception("scheduling cycle failed; retrying")
-                await _sleep(stop, 1.0)
+                await sleep_unless_stopped(stop, 1.0)
             finally:
                 metrics.LEADER.set(0)
                 if stop.is_set():
@@ -124,18 +125,10 @@ class SchedulerLoop:
 
     async def _wait(self, stop: asyncio.Event) -> None:
         if self.listener is None:
-            await _sleep(stop, self.config.interval_s)
+            await sleep_unless_stopped(stop, self.config.interval_s)
         else:
             await self.listener.wait(JOBS, seconds=self.config.interval_s)
 
 
 class LostLeadership(Exception):
     """The advisory lock is gone: another replica may lead now."""
-
-
-async def _sleep(stop: asyncio.Event, seconds: float) -> None:
-    try:
-        async with asyncio.timeout(seconds):
-            await stop.wait()
-    except TimeoutError:
-        pass

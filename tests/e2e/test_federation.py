@@ -19,14 +19,10 @@ import pytest
 import pytest_asyncio
 
 from cluster_agents.backends.kubernetes import KubernetesBackend
-from deploy.fleet import Fleet
+from deploy.fleet import Fleet, local_fleet
 from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import wait_for
 from deploy.local.processes import free_ports
-from federation.store import migrate
-from federation.store.bootstrap import ensure_admin_token
-from federation.store.database import Database
-from federation.store.embedded import EmbeddedPostgres
 from federation.wire import annotations as ann
 from tests.e2e.conftest import K8sEnvFactory
 
@@ -133,14 +129,12 @@ def environment(
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def world(environment: Environment) -> AsyncIterator[World]:
-    pg = EmbeddedPostgres()
-    url = await pg.start()
-    await migrate.upgrade(url)
-    db = Database(url)
-    await ensure_admin_token(db, ADMIN)
-    fleet = Fleet(db, ADMIN)
-    await fleet.start_hub()
-    fleet.start_loop()
+    async with local_fleet(ADMIN) as fleet:
+        yield await _populate(fleet, environment)
+
+
+async def _populate(fleet: Fleet, environment: Environment) -> World:
+    """A tenant, a member token and both clusters attached with their agents."""
     await fleet.call("POST", "/v1/tenants", json={"name": "acme"})
     await fleet.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
     member = await fleet.call(
@@ -155,12 +149,7 @@ async def world(environment: Environment) -> AsyncIterator[World]:
         return all(c["state"] == "Ready" and c["nodes"] for c in clusters) and len(clusters) == 2
 
     await wait_for("both clusters registered with their nodes", registered, 60)
-    try:
-        yield World(environment, fleet, member["token"])
-    finally:
-        await fleet.close()
-        await db.close()
-        await pg.stop()
+    return World(environment, fleet, member["token"])
 
 
 async def test_the_hub_inventory_matches_the_clusters_including_foreign_pods(world: World) -> None:
