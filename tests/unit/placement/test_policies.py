@@ -96,3 +96,12 @@ def test_random_is_seeded() -> None:
 def test_unknown_policy_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown placement policy 'nope'"):
         make_policy("nope", WORKLOAD)
+
+
+def test_suanpan_breaks_fgd_ties_away_from_stranding_gpus() -> None:
+    # Both nodes keep the typical 1-GPU, 1-CPU task fitting (an FGD tie, so FGD takes the first);
+    # on the first, the pod's 18 CPUs would leave 2 CPUs for 3 free GPUs.
+    nodes = [gpu_node("lean", (0, 0, 0, 0), cpu=20_000), gpu_node("rich", (0, 0, 0, 0), cpu=64_000)]
+    req = gpus(cpu=18_000)
+    assert choose("fgd", nodes, req)[0] == 0
+    assert choose("suanpan", nodes, req)[0] == 1
