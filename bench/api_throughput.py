@@ -12,6 +12,7 @@ import socket
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -52,6 +53,23 @@ def _manifest(i: int) -> dict[str, Any]:
             ],
         },
     }
+
+
+def _cpu_seconds(match: str) -> float:
+    """User+system CPU seconds of every process whose command line contains `match`."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if match not in (proc / "cmdline").read_bytes().decode(errors="replace"):
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
 
 
 async def _wait_ready(url: str) -> None:
@@ -120,9 +138,19 @@ async def _study(workers: int) -> list[Figure]:
                 token = (await r.json())["token"]
         await _load(url, token, 4, 1.0)  # warm-up
         for clients in CONCURRENCY:
+            hub_cpu, db_cpu = _cpu_seconds("api.hub_cli"), _cpu_seconds("postgres: ")
             n, lat = await _load(url, token, clients, DURATION_S)
+            hub_cpu = _cpu_seconds("api.hub_cli") - hub_cpu
+            db_cpu = _cpu_seconds("postgres: ") - db_cpu
             lat.sort()
-            params = {"clients": clients, "hub_processes": workers, "duration_s": DURATION_S}
+            params = {
+                "clients": clients,
+                "hub_processes": workers,
+                "duration_s": DURATION_S,
+                "hub_cpu_ms_per_submission": round(1000 * hub_cpu / max(n, 1), 2),
+                "postgres_cpu_ms_per_submission": round(1000 * db_cpu / max(n, 1), 2),
+                "load_average": os.getloadavg()[0],
+            }
             p50 = statistics.median(lat) * 1000
             p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
             figures += [
@@ -136,7 +164,11 @@ async def _study(workers: int) -> list[Figure]:
                 Figure(f"api_submit_p50_ms_c{clients}", p50, "ms", False, params),
                 Figure(f"api_submit_p99_ms_c{clients}", p99, "ms", False, params),
             ]
-            print(f"c={clients:3d}: {n / DURATION_S:7.0f}/s  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms")
+            print(
+                f"c={clients:3d}: {n / DURATION_S:7.0f}/s  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms"
+                f"  cpu/submission: hub {params['hub_cpu_ms_per_submission']} ms,"
+                f" postgres {params['postgres_cpu_ms_per_submission']} ms"
+            )
     finally:
         for p in procs:
             p.terminate()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -20,7 +21,7 @@ from federation.errors import Conflict, InvalidInput, NotFound
 from federation.scheduling.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, check_job
 from federation.store.listener import JOBS, PLACEMENTS, notify
 from federation.store.records import Event, Job
-from federation.store.tables import clusters, events, jobs, placements, queues, tasks, tenants
+from federation.store.tables import clusters, events, jobs, placements, queues, tenants
 
 MAX_PAGE = 500
 
@@ -88,6 +89,31 @@ async def add_event(
     )
 
 
+# Statements of the submission hot path are built once, so SQLAlchemy compiles them once.
+_INSERT_JOB = pg_insert(jobs).returning(*jobs.c)
+_INSERT_JOB_ONCE = (
+    pg_insert(jobs)
+    .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
+    .returning(*jobs.c)
+)
+_ADD_TASKS_EVENT_AND_WAKE = sa.text(
+    """
+    WITH new_tasks AS (
+        INSERT INTO tasks (job_id, name, replicas, spec)
+        SELECT :job_id, t.name, t.replicas, t.spec
+        FROM jsonb_to_recordset(:tasks) AS t(name text, replicas int, spec jsonb)
+    ), new_event AS (
+        INSERT INTO events (job_id, kind, reason, message, data)
+        VALUES (:job_id, 'Job', 'Submitted', :message, '{}'::jsonb)
+    )
+    SELECT pg_notify(:channel, '')
+    """
+).bindparams(
+    sa.bindparam("job_id", type_=UUID(as_uuid=True)),
+    sa.bindparam("tasks", type_=JSONB),
+)
+
+
 async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
     """Insert a Queued job; with an idempotency key, a repeat returns the first job.
 
@@ -96,23 +122,22 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
     scheduler's wake-up in one statement.
     """
     job_id = uuid.uuid4()
-    stmt = pg_insert(jobs).values(
-        id=job_id,
-        tenant_id=new.tenant_id,
-        queue_id=new.queue_id,
-        name=new.name,
-        labels=new.labels,
-        spec=new.spec,
-        state="Queued",
-        priority=new.priority,
-        priority_class=new.priority_class,
-        preemptible=new.preemptible,
-        idempotency_key=new.idempotency_key,
-        request_hash=new.request_hash,
-    )
-    if new.idempotency_key is not None:
-        stmt = stmt.on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
-    row = (await conn.execute(stmt.returning(*jobs.c))).one_or_none()
+    params = {
+        "id": job_id,
+        "tenant_id": new.tenant_id,
+        "queue_id": new.queue_id,
+        "name": new.name,
+        "labels": new.labels,
+        "spec": new.spec,
+        "state": "Queued",
+        "priority": new.priority,
+        "priority_class": new.priority_class,
+        "preemptible": new.preemptible,
+        "idempotency_key": new.idempotency_key,
+        "request_hash": new.request_hash,
+    }
+    stmt = _INSERT_JOB_ONCE if new.idempotency_key is not None else _INSERT_JOB
+    row = (await conn.execute(stmt, params)).one_or_none()
     if row is None:
         existing = (
             await conn.execute(
@@ -128,16 +153,14 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
                 job=str(existing.id),
             )
         return await get(conn, existing.id), False
-    task_rows = sa.insert(tasks).values(
-        [{"job_id": job_id, "name": n, "replicas": r, "spec": s} for n, r, s in new.tasks]
-    )
-    event = sa.insert(events).values(
-        job_id=job_id, kind="Job", reason="Submitted", message=f"queued in {new.priority_class}"
-    )
     await conn.execute(
-        sa.select(sa.func.pg_notify(JOBS, ""))
-        .add_cte(task_rows.cte("new_tasks"))
-        .add_cte(event.cte("new_event"))
+        _ADD_TASKS_EVENT_AND_WAKE,
+        {
+            "job_id": job_id,
+            "tasks": [{"name": n, "replicas": r, "spec": spec} for n, r, spec in new.tasks],
+            "message": f"queued in {new.priority_class}",
+            "channel": JOBS,
+        },
     )
     values = {k: v for k, v in row._mapping.items() if k not in _SKIP}
     return Job(**values, tenant=new.tenant, queue=new.queue, cluster=None), True
