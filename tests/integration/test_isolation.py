@@ -10,8 +10,7 @@ from tests.integration.conftest import Hub, job_manifest
 
 pytestmark = pytest.mark.integration
 
-PUBLIC = {"/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"}
-PROTECTED = [op for op in API.operations if op.path not in PUBLIC]
+PROTECTED = [op for op in API.operations if op.roles]
 USER_OPS = [op for op in PROTECTED if not op.path.startswith("/v1/agent/")]
 AGENT_OPS = [op for op in PROTECTED if op.path.startswith("/v1/agent/")]
 
