@@ -34,7 +34,7 @@ from federation.scheduling.placement.pool import BoolArray, FloatArray, IntArray
 from federation.scheduling.placement.workload import TargetWorkload, task_type
 
 MAX_SCORE = 100
-_Key = tuple[int, int, int, bool]
+_Key = tuple[int, int, int, int, bool]
 
 
 @dataclass
@@ -81,7 +81,6 @@ def _after_states(pool: Pool, rows: IntArray, req: PodRequest, cpu: int) -> _Aft
 class _FragScorer:
     pool: Pool
     model: FragModel
-    quantize: bool
     tracker: FragTracker = field(init=False)
     cache: dict[_Key, _Entry] = field(default_factory=dict)
 
@@ -89,10 +88,17 @@ class _FragScorer:
         self.tracker = FragTracker(self.pool, self.model)
 
     def growth(self, req: PodRequest, feasible: BoolArray) -> tuple[FloatArray, IntArray]:
-        """Per node: how much F_n(M) grows (quantized score for FGD) and the share's device."""
+        """Per node: minus FGD's integer score (lower is better) and the share's device."""
         pool = self.pool
         t = task_type(req)
-        key = (t.cpu_milli, t.milli, t.count, req.device is not None and req.device.is_share)
+        dev = req.device
+        key = (
+            t.cpu_milli,
+            t.milli,
+            t.count,
+            dev.memory_mib if dev else 0,
+            bool(dev and dev.is_share),
+        )
         n = len(pool)
         entry = self.cache.setdefault(
             key, _Entry(np.full(n, -1), np.zeros(n), np.full(n, -1, dtype=np.int64))
@@ -103,9 +109,8 @@ class _FragScorer:
             after = _after_states(pool, rows, req, t.cpu_milli)
             frag = self.model.frag(after.cpu_free, after.free, pool.model_id[after.node])
             growth = np.round(frag - before[after.node], 6)
-            if self.quantize:
-                growth = -np.floor(MAX_SCORE / (1.0 + np.exp(growth / 1000.0)))
-            # keep, per node, the smallest growth (first device on ties)
+            growth = -np.floor(MAX_SCORE / (1.0 + np.exp(growth / 1000.0)))
+            # keep, per node, the best score (first device on ties)
             order = np.lexsort((after.device, growth, after.node))
             first = np.ones(order.size, dtype=np.bool_)
             first[1:] = after.node[order][1:] != after.node[order][:-1]
@@ -135,7 +140,7 @@ class FGDPolicy:
 
     def bind(self, pool: Pool, rng: np.random.Generator) -> Scorer:
         """A scorer with its own fragmentation cache for `pool`."""
-        return _FGDScorer(_FragScorer(pool, FragModel(self.workload, pool.model_names), True))
+        return _FGDScorer(_FragScorer(pool, FragModel(self.workload, pool.model_names)))
 
 
 def model_pressure(workload: TargetWorkload, pool: Pool) -> FloatArray:
@@ -205,7 +210,7 @@ class SuanpanPolicy:
         """A scorer with its own fragmentation cache for `pool`."""
         model = FragModel(self.workload, pool.model_names)
         return _SuanpanScorer(
-            _FragScorer(pool, model, True),
+            _FragScorer(pool, model),
             model_pressure(self.workload, pool),
             cpu_per_device(model, pool),
         )
