@@ -20,19 +20,11 @@ from federation.catalog import Catalog
 from federation.controllers.snapshot import clusters_of_fleet, queue_models
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import Rejected
-from federation.scheduling.devices import NodeDevices
 from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Cluster, Job, Node, Queue, Snapshot
 from federation.store.database import Database
 
 NO_PREEMPTION = SchedulerConfig(preemption=False)
-
-
-def _empty_devices(d: NodeDevices) -> NodeDevices:
-    n = d.size
-    return replace(
-        d, used_milli=(0,) * n, used_memory_mib=(0,) * n, healthy=(True,) * n, shares=(0,) * n
-    )
 
 
 def _empty_node(node: Node) -> Node:
@@ -42,7 +34,7 @@ def _empty_node(node: Node) -> Node:
         used_memory_mib=0,
         used_pods=0,
         ready=True,
-        devices=tuple(_empty_devices(d) for d in node.devices),
+        devices=tuple(d.emptied(heal=True) for d in node.devices),
     )
 
 

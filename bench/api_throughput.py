@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import statistics
 import sys
 import time
@@ -18,18 +17,13 @@ from typing import Any
 import aiohttp
 
 from bench.results import Figure
+from deploy.fleet import free_port
 from federation.store import migrate
 from federation.store.embedded import EmbeddedPostgres
 
 ADMIN = "sp_bench_admin"
 CONCURRENCY = (1, 16, 64)
 DURATION_S = 8.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _manifest(i: int) -> dict[str, Any]:
@@ -112,7 +106,7 @@ async def _study(workers: int) -> list[Figure]:
     pg = EmbeddedPostgres()
     db_url = await pg.start()
     await migrate.upgrade(db_url)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,

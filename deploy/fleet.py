@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+from deploy.local.processes import free_ports
 from deploy.local.profile import load_profile
 from federation.catalog import Catalog, load_catalog
 from federation.controllers.scheduler import LoopConfig, SchedulerLoop
@@ -32,9 +32,7 @@ PROFILE_PATH = Path(__file__).resolve().parent / "local/profiles/mixed.yaml"
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 @dataclass

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -34,7 +34,6 @@ class Written:
     pending_updated: int = 0
     rejected: int = 0
     skipped: int = 0
-    victims: list[str] = field(default_factory=list)
 
 
 def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
@@ -95,7 +94,6 @@ async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: 
             data={"preemptor": str(preemptor.id), "cluster": victim.cluster},
             expected_version=ref.version,
         )
-        out.victims.append(victim.job.id)
     await add_event(
         conn,
         kind="Job",

@@ -39,14 +39,6 @@ async def get_tenant(conn: AsyncConnection, name: str) -> Tenant:
     return Tenant(**row._mapping)
 
 
-async def tenant_by_id(conn: AsyncConnection, tenant_id: uuid.UUID) -> Tenant:
-    """The tenant with this id."""
-    row = (await conn.execute(sa.select(tenants).where(tenants.c.id == tenant_id))).one_or_none()
-    if row is None:
-        raise NotFound("tenant", str(tenant_id))
-    return Tenant(**row._mapping)
-
-
 async def list_tenants(conn: AsyncConnection, only: uuid.UUID | None = None) -> list[Tenant]:
     """All tenants, or only the one with id `only`."""
     query = sa.select(tenants).order_by(tenants.c.name)
@@ -152,20 +144,6 @@ async def delete_queue(conn: AsyncConnection, queue: Queue) -> None:
             await conn.execute(sa.delete(queues).where(queues.c.id == queue.id))
     except IntegrityError as exc:  # pragma: no cover - guarded by the count above
         raise Conflict(f"queue {queue.name!r} is in use") from exc
-
-
-async def priority_class(conn: AsyncConnection, name: str) -> tuple[int, bool]:
-    """Value and preemptible default of a priority class."""
-    row = (
-        await conn.execute(
-            sa.select(priority_classes.c.value, priority_classes.c.preemptible_default).where(
-                priority_classes.c.name == name
-            )
-        )
-    ).one_or_none()
-    if row is None:
-        raise NotFound("priority class", name)
-    return int(row.value), bool(row.preemptible_default)
 
 
 async def list_priority_classes(conn: AsyncConnection) -> list[dict[str, Any]]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -14,20 +13,16 @@ from pathlib import Path
 
 import pytest
 
+from deploy.fleet import free_port
+
 pytestmark = pytest.mark.integration
 
 TOKEN = "sp_schemathesis_admin"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def hub_process(pg_url: str, tmp_path: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DATABASE_URL": pg_url,
