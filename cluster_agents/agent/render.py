@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cluster_agents.agent.backend import PodSpec, Toleration
+from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
 from federation.catalog import AcceleratorModel, Catalog
 from federation.demand import memory_mib
 from federation.wire import annotations as ann
@@ -69,10 +69,25 @@ def _device_resources(
     return out
 
 
+def cpu_only_exclusions(catalog: Catalog) -> tuple[NodeExclusion, ...]:
+    """The node anti-affinity of a CPU-only pod: no node that carries a catalog accelerator."""
+    return tuple(
+        NodeExclusion(key, tuple(sorted(values)))
+        for key, values in catalog.accelerator_node_labels().items()
+    )
+
+
 def render(assignment: Assignment, catalog: Catalog, namespace: str) -> list[PodSpec]:
-    """The pods of an Active assignment, every replica of every task."""
+    """The pods of an Active assignment, every replica of every task.
+
+    A gang (assignment `gang`, more than one pod) is created behind the `GANG_GATE` scheduling
+    gate; its accelerator pods carry `GANG` / `GANG_SIZE` for the extender's bind.
+    """
     job = str(assignment.job)
     hints = {(h.task, h.replica): h for h in assignment.hints}
+    replicas = {t["name"]: int(t.get("replicas", 1)) for t in assignment.tasks}
+    gang = f"{job}-e{assignment.epoch}" if assignment.gang and sum(replicas.values()) > 1 else ""
+    binding = sum(n for task, n in replicas.items() if assignment.flavors.get(task))
     pods: list[PodSpec] = []
     for task in assignment.tasks:
         name = task["name"]
@@ -87,6 +102,10 @@ def render(assignment: Assignment, catalog: Catalog, namespace: str) -> list[Pod
         }
         annotations = dict(task.get("annotations", {}))
         tolerations: tuple[Toleration, ...] = ()
+        env_from: dict[str, str] = {}
+        avoid: tuple[NodeExclusion, ...] = ()
+        if model is None and annotations.get(ann.ACCELERATOR_NODES) != "allow":
+            avoid = cpu_only_exclusions(catalog)
         if model is not None:
             accel = resources["accelerators"]
             count = int(_choice(catalog, accel, model).get("count") or accel.get("count", 1))
@@ -102,6 +121,9 @@ def render(assignment: Assignment, catalog: Catalog, namespace: str) -> list[Pod
                 separators=(",", ":"),
             )
             tolerations = tuple(Toleration(key, effect) for key, effect in model.tolerations)
+            env_from = {a.env: a.annotation for a in model.allocation if a.kind == "visible-env"}
+            if gang:
+                annotations |= {ann.GANG: gang, ann.GANG_SIZE: str(binding)}
         image = _image(task, model, catalog)
         for replica in range(int(task.get("replicas", 1))):
             hint = hints.get((name, replica))
@@ -135,6 +157,10 @@ def render(assignment: Assignment, catalog: Catalog, namespace: str) -> list[Pod
                     priority=assignment.priority,
                     priority_class=f"suanpan-{assignment.priority_class}",
                     scheduler_name=ann.SCHEDULER_NAME,
+                    env_from_annotations=env_from,
+                    avoid_nodes=avoid,
+                    gang=gang,
+                    gated=bool(gang),
                 )
             )
     return pods

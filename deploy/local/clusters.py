@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from cluster_agents.extender.config import accounted_only
 from deploy.local import pki
 from deploy.local.binaries import ensure_binaries
 from deploy.local.kube import KubeClient, KubeError, wait_for
@@ -35,6 +36,7 @@ from deploy.local.processes import (
     stop,
 )
 from deploy.local.profile import DEFAULT_PROFILE, ClusterProfile, Profile, load_profile
+from federation.catalog import load_catalog
 
 STATE_FILE = "clusters.json"
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
@@ -234,13 +236,19 @@ def _kubeconfig(name: str, server: str, ca_file: Path, token: str) -> str:
 def render_scheduler_config(
     kubeconfig: Path, extender_url: str | None, managed_resources: Iterable[str]
 ) -> dict[str, Any]:
-    """Render config/kube-scheduler.yaml; no `extenders` when extender_url is None."""
+    """Render config/kube-scheduler.yaml; no `extenders` when extender_url is None.
+
+    Device counts are left to kube-scheduler's NodeResourcesFit (`ignoredByScheduler: false`);
+    the catalog's sharing amounts (`nvidia.com/gpumem`, ...), which no node advertises, are
+    ignored by it as in production (`cluster_agents.extender.config.accounted_only`)."""
+    counts = list(managed_resources)
+    amounts = accounted_only(load_catalog()) - set(counts)
+    listed = [{"name": r, "ignoredByScheduler": False} for r in counts]
+    listed += [{"name": r, "ignoredByScheduler": True} for r in sorted(amounts)]
     text = string.Template(SCHEDULER_TEMPLATE.read_text()).substitute(
         kubeconfig=json.dumps(str(kubeconfig)),
         extender_url=json.dumps(extender_url or ""),
-        managed_resources=json.dumps(
-            [{"name": r, "ignoredByScheduler": False} for r in managed_resources]
-        ),
+        managed_resources=json.dumps(listed),
     )
     cfg: dict[str, Any] = yaml.safe_load(text)
     if not extender_url:

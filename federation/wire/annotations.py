@@ -22,6 +22,8 @@ DEVICE_REQUEST = PREFIX + "device-request"  # JSON {"count": int, "milli": int, 
 HINT_DEVICES = PREFIX + "hint-devices"  # hub's choice "node:0,1,2,3", preferred at bind if free
 GANG = PREFIX + "gang"  # gang of the pod: "<job id>-e<epoch>" (every member binds or none)
 GANG_SIZE = PREFIX + "gang-size"  # members of the gang that bind through the extender
+ACCELERATOR_NODES = PREFIX + "accelerator-nodes"  # task annotation "allow": CPU-only pods may
+# land on accelerator nodes (otherwise a required node affinity keeps them off)
 RUN_SECONDS = PREFIX + "run-seconds"  # simulated workloads: run this long, then succeed
 FAIL_REASON = PREFIX + "fail-reason"  # simulated workloads: fail with this reason
 

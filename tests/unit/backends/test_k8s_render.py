@@ -85,6 +85,8 @@ def test_pod_from_rendered_assignment() -> None:
             "annotations": {
                 "suanpan.io/flavor": "huawei/Ascend910B3",
                 "suanpan.io/device-request": '{"count":4,"milli":1000,"memoryMib":0}',
+                "suanpan.io/gang": f"{JOB}-e3",
+                "suanpan.io/gang-size": "2",
             },
             "ownerReferences": [
                 {
@@ -115,8 +117,51 @@ def test_pod_from_rendered_assignment() -> None:
             "priorityClassName": "suanpan-high",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            "schedulingGates": [{"name": "suanpan.io/gang"}],
         },
     }
+
+
+def test_the_visible_devices_variable_is_read_from_the_binds_annotation() -> None:
+    kunlun = ASSIGNMENT.model_copy(update={"flavors": {"worker": "kunlunxin/P800"}, "gang": False})
+    pod = as_json(render_pod(render(kunlun, CATALOG, "suanpan")[0], owner_reference(JOB, 3, "u")))
+    assert pod["spec"]["containers"][0]["env"][-1] == {
+        "name": "XPU_VISIBLE_DEVICES",
+        "valueFrom": {
+            "fieldRef": {"fieldPath": "metadata.annotations['suanpan.io/visible-devices']"}
+        },
+    }
+    assert (
+        "schedulingGates" not in pod["spec"]
+        and "suanpan.io/gang" not in pod["metadata"]["annotations"]
+    )
+
+
+def test_cpu_only_pods_require_nodes_without_accelerator_labels() -> None:
+    cpu = ASSIGNMENT.model_copy(update={"flavors": {"worker": None}})
+    pod = as_json(render_pod(render(cpu, CATALOG, "suanpan")[0], owner_reference(JOB, 3, "u")))
+    (term,) = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    rules = {e["key"]: (e["operator"], e.get("values")) for e in term["matchExpressions"]}
+    assert rules["suanpan.io/accelerator.vendor"] == ("DoesNotExist", None)
+    assert rules["nvidia.com/gpu.product"] == ("DoesNotExist", None)
+    assert rules["node.kubernetes.io/npu.chip.name"] == ("DoesNotExist", None)
+    assert rules["accelerator"] == ("NotIn", ["huawei-Ascend310P", "huawei-Ascend910"])
+    # gang members that bind without the extender are gated but carry no GANG annotation
+    assert pod["spec"]["schedulingGates"] == [{"name": "suanpan.io/gang"}]
+    assert "suanpan.io/gang" not in pod["metadata"].get("annotations", {})
+    allowed = cpu.model_copy(
+        update={
+            "tasks": [{**cpu.tasks[0], "annotations": {"suanpan.io/accelerator-nodes": "allow"}}]
+        }
+    )
+    assert (
+        "affinity"
+        not in as_json(
+            render_pod(render(allowed, CATALOG, "suanpan")[0], owner_reference(JOB, 3, "u"))
+        )["spec"]
+    )
 
 
 def test_optional_fields() -> None:
