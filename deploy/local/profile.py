@@ -16,7 +16,6 @@ DEFAULT_PROFILE = Path(__file__).parent / "profiles" / "mixed.yaml"
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 CLUSTER_LABEL = "suanpan.io/cluster"
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CORE_RESOURCES = {"cpu", "memory", "pods", "ephemeral-storage"}
 
 
 class ProfileError(ValueError):
@@ -64,20 +63,6 @@ class Profile:
 
     path: Path
     clusters: tuple[ClusterProfile, ...]
-
-    def accelerator_resources(self) -> list[str]:
-        """Sorted extended (vendor-domain) resource names over all clusters' nodes."""
-        return sorted(
-            {
-                res
-                for c in self.clusters
-                for n in c.nodes
-                for res in n.capacity
-                if res not in _CORE_RESOURCES
-                and "/" in res
-                and not res.split("/", 1)[0].endswith("kubernetes.io")
-            }
-        )
 
 
 def _str_map(value: Any, where: str) -> dict[str, str]:

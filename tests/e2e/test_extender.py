@@ -54,7 +54,7 @@ class ExtenderProcess:
 
     @classmethod
     def start(
-        cls, kubeconfig: str, port: int, log: Path, policy: str = "suanpan"
+        cls, kubeconfig: str, port: int, log: Path, policy: str = "suanpan", *extra: str
     ) -> ExtenderProcess:
         """Start it (returns at once; see `wait_ready`)."""
         argv = [
@@ -65,6 +65,7 @@ class ExtenderProcess:
             f"127.0.0.1:{port}",
             "--policy",
             policy,
+            *extra,
         ]
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
