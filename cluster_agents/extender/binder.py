@@ -26,6 +26,7 @@ reservations of waiting members are what later filters see.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from cluster_agents.kube.allocation import allocation_annotations
 from cluster_agents.kube.pods import PodInfo, format_devices, pod_info
 from federation.scheduling.devices import DeviceRequest, Preference
 from federation.wire import annotations as wire
+
+log = logging.getLogger(__name__)
 
 
 class APIError(Exception):
@@ -103,6 +106,7 @@ class Binder:
         self._clock = clock
         self._in_flight: set[str] = set()  # uids being bound
         self._gangs: dict[str, dict[str, _Member]] = {}  # gang -> uid -> member waiting
+        self._since: dict[str, float] = {}  # gang -> when its first waiting member arrived
 
     async def bind(self, args: BindingArgs) -> BindOutcome:
         """Bind the pod `args` names to `args.node` (a gang member: with its whole gang)."""
@@ -190,6 +194,7 @@ class Binder:
         after `gang_wait_s` without that, every waiting member fails and releases its devices."""
         gang, size, uid = member.pod.gang, member.pod.gang_size, member.pod.uid
         self._gangs.setdefault(gang, {})[uid] = member
+        self._since.setdefault(gang, time.monotonic())
         if self._missing(gang, size) <= 0:
             await asyncio.shield(self._complete(gang))
             return member.done.result()
@@ -210,10 +215,15 @@ class Binder:
             if not member.done.done() and uid in self._gangs.get(gang, {}):  # cancelled
                 del self._gangs[gang][uid]
                 self.cache.release(uid)
+                if not self._gangs[gang]:
+                    del self._gangs[gang]
+                    self._since.pop(gang, None)
 
     def _complete(self, gang: str) -> asyncio.Task[None]:
         """Take every waiting member of the gang and create their Bindings at once."""
         members = list(self._gangs.pop(gang, {}).values())
+        waited = time.monotonic() - self._since.pop(gang, time.monotonic())
+        log.info("gang %s: binding %d members after %.0f ms", gang, len(members), waited * 1000)
 
         async def create_all() -> None:
             outcomes = await asyncio.gather(*(self._create(m) for m in members))
@@ -224,6 +234,8 @@ class Binder:
 
     def _fail(self, gang: str, error: str) -> None:
         """Fail every waiting member of the gang and release its reservation."""
+        self._since.pop(gang, None)
+        log.warning("%s", error)
         for m in self._gangs.pop(gang, {}).values():
             self.cache.release(m.pod.uid)
             if not m.done.done():

@@ -289,6 +289,7 @@ class Watch:
     violations: list[str] = field(default_factory=list)
     bound_at: dict[str, float] = field(default_factory=dict)
     samples: int = 0
+    sampled: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self, kc: KubeClient, ns: str) -> None:
         while True:
@@ -302,13 +303,14 @@ class Watch:
             for p in pods:
                 if p["spec"].get("nodeName"):
                     self.bound_at.setdefault(p["metadata"]["name"], now)
+            self.sampled.set()
             await asyncio.sleep(0.05)
 
     async def settle(self) -> None:
         """Return after two more samples (everything seen so far is recorded)."""
-        target = self.samples + 2
-        while self.samples < target:
-            await asyncio.sleep(0.02)
+        for _ in range(2):
+            self.sampled.clear()
+            await self.sampled.wait()
 
 
 @pytest.fixture
@@ -327,10 +329,15 @@ async def _kill_after_first_pod(stack: Stack, ns: str, gang: Assignment) -> None
     await first.stop()
 
 
+@pytest.mark.parametrize(
+    ("flavor", "count", "size"),
+    [("huawei/Ascend910B3", 2, 4), ("nvidia/H100-80GB", 1, 16)],  # all of bj-ascend-0; 2 x 8 GPUs
+    ids=["ascend-4", "nvidia-16"],
+)
 async def test_a_gang_that_fits_binds_whole_across_an_agent_restart(
-    stack: Stack, kc: KubeClient, ns: str, watch: Watch
+    stack: Stack, kc: KubeClient, ns: str, watch: Watch, flavor: str, count: int, size: int
 ) -> None:
-    gang = job("huawei/Ascend910B3", {"count": 2}, 4, gang=True)  # 8 of bj-ascend-0's 8
+    gang = job(flavor, {"count": count}, size, gang=True)
     await _kill_after_first_pod(stack, ns, gang)
     await asyncio.sleep(2)
     (lonely,) = await pods_of(kc, ns)
@@ -342,7 +349,7 @@ async def test_a_gang_that_fits_binds_whole_across_an_agent_restart(
 
     async def all_running() -> bool:
         pods = await pods_of(kc, ns)
-        return len(pods) == 4 and all(p["status"].get("phase") == "Running" for p in pods)
+        return len(pods) == size and all(p["status"].get("phase") == "Running" for p in pods)
 
     try:
         await again.drive("the gang running", all_running)
@@ -350,14 +357,21 @@ async def test_a_gang_that_fits_binds_whole_across_an_agent_restart(
         await again.stop()
     await watch.settle()
     pods = await pods_of(kc, ns)
-    taken = sorted(d for p in pods for d in devices_of(p))
-    assert taken == list(range(8)) and {p["spec"]["nodeName"] for p in pods} == {"bj-ascend-0"}
+    taken = [(p["spec"]["nodeName"], d) for p in pods for d in devices_of(p)]
+    assert len(taken) == len(set(taken)) == count * size
     spread = max(watch.bound_at.values()) - min(watch.bound_at.values())
-    assert len(watch.bound_at) == 4 and spread < 2.0  # four Bindings created together
+    assert len(watch.bound_at) == size and spread < 2.0  # the Bindings were created together
+    (waited,) = [
+        line.rsplit("after ", 1)[1]
+        for line in stack.extender.log.read_text().splitlines()
+        if f"gang {gang.job}-e1: binding {size} members" in line
+    ]
     print(
-        f"gang of 4 running {time.monotonic() - started:.2f} s after the restart; first to last "
-        f"bound {spread * 1000:.0f} ms apart; {len(watch.violations)} of {watch.samples} samples "
-        "saw a pod Running (kwok starts it at once) while a member's Binding was in flight"
+        f"gang of {size}: the first member's devices were reserved {waited} before the "
+        "Bindings (the window in which a pod of another scheduler could take them); running "
+        f"{time.monotonic() - started:.2f} s after the restart; first to last bound "
+        f"{spread * 1000:.0f} ms apart; {len(watch.violations)} of {watch.samples} samples saw "
+        "a pod Running (kwok starts it at once) while a member's Binding was in flight"
     )
 
 
