@@ -23,14 +23,14 @@ import pytest
 from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.render import render
 from cluster_agents.backends.kubernetes import KubernetesBackend
-from deploy.local.clusters import ClusterState, unready_nodes
-from deploy.local.kube import JSON, KubeClient, KubeError, wait_for
-from deploy.local.processes import free_ports
+from deploy.local.clusters import ClusterState
+from deploy.local.kube import JSON, KubeClient, wait_for
 from federation.catalog import load_catalog
 from federation.wire import annotations as wire
 from federation.wire.agent import Assignment, StatusAck, StatusReport, StatusUpdate
 from tests.e2e.conftest import K8sEnvFactory
-from tests.e2e.test_extender import ExtenderProcess, node_manifest, pod_manifest
+from tests.e2e.test_extender import Stack, node_manifest, pod_manifest, start_stack
+from tests.unit.backends.k8s_objects import assignment
 
 pytestmark = pytest.mark.e2e
 
@@ -40,15 +40,10 @@ MIND_CHIPS = ",".join(f"Ascend910-{i}" for i in range(8))
 GANG_WAIT_S = 4
 
 
-@dataclass
-class Stack:
-    cluster: ClusterState
-    extender: ExtenderProcess
-
-
-async def _add_mindcluster_node(cs: ClusterState) -> None:
+def mindcluster_node(cluster: str) -> JSON:
+    """An Ascend 910B3 server whose NPUs MindCluster's plugin serves as huawei.com/Ascend910."""
     node = node_manifest(
-        cs.name,
+        cluster,
         MIND,
         {"huawei.com/Ascend910": 8},
         **{
@@ -58,57 +53,20 @@ async def _add_mindcluster_node(cs: ClusterState) -> None:
         },
     )
     node["metadata"]["annotations"]["huawei.com/Ascend910"] = MIND_CHIPS  # healthy chips
-    async with cs.client() as kc:
-        try:
-            await kc.post("/api/v1/nodes", node)
-        except KubeError as exc:
-            if exc.status != 409:
-                raise
-
-        async def ready() -> bool:
-            return not await unready_nodes(kc, [MIND])
-
-        await wait_for(f"{MIND} Ready", ready, 60)
+    return node
 
 
 @pytest.fixture(scope="module")
 def stack(
     k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
-    port = free_ports(1)[0]
-    env = k8s_env_factory(1, f"http://127.0.0.1:{port}")
-    cs = env.clusters[0]
-    log = tmp_path_factory.mktemp("ext") / "log"
-    extender = ExtenderProcess.start(
-        cs.kubeconfig, port, log, "suanpan", "--gang-wait", str(GANG_WAIT_S)
+    yield from start_stack(
+        k8s_env_factory,
+        tmp_path_factory.mktemp("ext"),
+        mindcluster_node,
+        "--gang-wait",
+        str(GANG_WAIT_S),
     )
-    try:
-        asyncio.run(_add_mindcluster_node(cs))
-        asyncio.run(extender.wait_ready())
-        yield Stack(cs, extender)
-    finally:
-        extender.stop()
-
-
-@pytest.fixture
-async def kc(stack: Stack) -> AsyncIterator[KubeClient]:
-    async with stack.cluster.client() as client:
-        yield client
-
-
-@pytest.fixture
-async def ns(kc: KubeClient) -> AsyncIterator[str]:
-    """A fresh namespace for the agent's pods, emptied and deleted after the test."""
-    name = f"ic-{uuid.uuid4().hex[:8]}"
-    await kc.post("/api/v1/namespaces", {"metadata": {"name": name}})
-    yield name
-    await kc.request("DELETE", f"/api/v1/namespaces/{name}/pods?gracePeriodSeconds=0")
-
-    async def gone() -> bool:
-        return not (await kc.get(f"/api/v1/namespaces/{name}/pods"))["items"]
-
-    await wait_for("pods deleted", gone, 60)
-    await kc.delete(f"/api/v1/namespaces/{name}")
 
 
 class Hub:
@@ -162,20 +120,7 @@ def job(flavor: str | None, accelerators: dict[str, Any], replicas: int, gang: b
     task["resources"] = {"cpu": "1", "memory": "1Gi"}
     if flavor:
         task["resources"]["accelerators"] = {**accelerators, "anyOf": [{"flavor": flavor}]}
-    return Assignment(
-        job=uuid.uuid4(),
-        name="e2e",
-        tenant="t",
-        epoch=1,
-        revision=1,
-        state="Active",
-        priority=0,
-        priority_class="normal",
-        preemptible=True,
-        gang=gang,
-        flavors={"w": flavor},
-        tasks=[task],
-    )
+    return assignment({"w": flavor}, [task], job=str(uuid.uuid4()), epoch=1, gang=gang)
 
 
 async def pods_of(kc: KubeClient, ns: str) -> list[JSON]:
@@ -223,8 +168,8 @@ async def test_nvidia_whole_and_fractional_jobs_carry_the_chosen_gpus_uuids(
     half = job("nvidia/H100-80GB", {"fraction": 0.5, "minMemory": "20Gi"}, 1, gang=False)
     pods = await run_alone(stack, ns, whole, half, until=2)
     by_job = {p["metadata"]["labels"][wire.JOB_LABEL]: p for p in pods}
-    for assignment, mem, cores in ((whole, 81559, 100), (half, 20480, 50)):
-        pod = by_job[str(assignment.job)]
+    for placed, mem, cores in ((whole, 81559, 100), (half, 20480, 50)):
+        pod = by_job[str(placed.job)]
         notes = pod["metadata"]["annotations"]
         ids = registered(await node(kc, pod["spec"]["nodeName"]), "hami.io/node-nvidia-register")
         chosen = [ids[i] for i in devices_of(pod)]

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from cluster_agents.agent.agent import Agent, AgentConfig, gates_to_lift
 from cluster_agents.agent.backend import PodStatus
 from cluster_agents.agent.render import render
 from cluster_agents.agent.status import summarize
-from federation.wire.agent import Assignment, StatusAck, StatusReport
-from tests.unit.backends.k8s_objects import CATALOG, JOB
+from federation.wire.agent import StatusAck, StatusReport
+from tests.unit.backends.k8s_objects import CATALOG, JOB, assignment
 
 NO_FIT = "0/3 nodes are available: 3 Insufficient huawei.com/Ascend910B3."
-GANG = Assignment(
-    job=uuid.UUID(JOB),
-    name="llm",
-    tenant="t",
-    epoch=2,
-    revision=1,
-    state="Active",
-    priority=0,
-    priority_class="normal",
-    preemptible=True,
-    gang=True,
-    flavors={"worker": "huawei/Ascend910B3", "launcher": None},
-    tasks=[
+GANG = assignment(
+    {"worker": "huawei/Ascend910B3", "launcher": None},
+    [
         {
             "name": "worker",
             "replicas": 3,
@@ -34,6 +23,7 @@ GANG = Assignment(
         },
         {"name": "launcher", "image": "i"},
     ],
+    epoch=2,
 )
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -15,22 +14,11 @@ from cluster_agents.backends.k8s_render import (
     render_pod,
     render_priority_class,
 )
-from federation.wire.agent import Assignment
-from tests.unit.backends.k8s_objects import CATALOG, JOB
+from tests.unit.backends.k8s_objects import CATALOG, JOB, assignment
 
-ASSIGNMENT = Assignment(
-    job=uuid.UUID(JOB),
-    name="llm",
-    tenant="t",
-    epoch=3,
-    revision=1,
-    state="Active",
-    priority=1000,
-    priority_class="high",
-    preemptible=True,
-    gang=True,
-    flavors={"worker": "huawei/Ascend910B3"},
-    tasks=[
+ASSIGNMENT = assignment(
+    {"worker": "huawei/Ascend910B3"},
+    [
         {
             "name": "worker",
             "replicas": 2,
@@ -45,6 +33,8 @@ ASSIGNMENT = Assignment(
             },
         }
     ],
+    priority=1000,
+    priority_class="high",
 )
 
 

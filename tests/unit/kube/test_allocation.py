@@ -20,17 +20,28 @@ def record(model: str, resource: str = "") -> DeviceAllocation:
     return found
 
 
-def test_hami_nvidia_whole_devices_name_each_uuid_with_full_memory_and_cores() -> None:
-    notes = allocation_annotations(
-        record("nvidia/H100-80GB"),
-        ids=["GPU-a", "GPU-b"],
-        request=DeviceRequest(2),
-        device_memory_mib=81559,
+def encode(
+    allocation: DeviceAllocation,
+    ids: list[str],
+    request: DeviceRequest,
+    memory_mib: int,
+    slot: int = 0,
+    slots: int = 1,
+) -> dict[str, str]:
+    return allocation_annotations(
+        allocation,
+        ids=ids,
+        request=request,
+        device_memory_mib=memory_mib,
         node="n1",
-        slot=0,
-        slots=1,
+        slot=slot,
+        slots=slots,
         now=NOW,
     )
+
+
+def test_hami_nvidia_whole_devices_name_each_uuid_with_full_memory_and_cores() -> None:
+    notes = encode(record("nvidia/H100-80GB"), ["GPU-a", "GPU-b"], DeviceRequest(2), 81559)
     assert notes == {
         "hami.io/vgpu-devices-to-allocate": "GPU-a,NVIDIA,81559,100:GPU-b,NVIDIA,81559,100:;",
         "hami.io/vgpu-node": "n1",
@@ -41,56 +52,25 @@ def test_hami_nvidia_whole_devices_name_each_uuid_with_full_memory_and_cores() -
 
 
 def test_hami_share_carries_its_memory_and_core_percent_in_its_container_slot() -> None:
-    notes = allocation_annotations(
-        record("nvidia/H100-80GB"),
-        ids=["GPU-c"],
-        request=DeviceRequest(1, 500, 20000),
-        device_memory_mib=81559,
-        node="n1",
-        slot=1,  # after one init container
-        slots=3,
-        now=NOW,
-    )
+    notes = encode(record("nvidia/H100-80GB"), ["GPU-c"], DeviceRequest(1, 500, 20000), 81559, 1, 3)
     assert notes["hami.io/vgpu-devices-to-allocate"] == ";GPU-c,NVIDIA,20000,50:;;"
-    without_memory = allocation_annotations(
-        record("nvidia/H100-80GB"),
-        ids=["GPU-c"],
-        request=DeviceRequest(1, 250),
-        device_memory_mib=81559,
-        node="n1",
-        slot=0,
-        slots=1,
-        now=NOW,
-    )
+    without_memory = encode(record("nvidia/H100-80GB"), ["GPU-c"], DeviceRequest(1, 250), 81559)
     assert without_memory["hami.io/vgpu-devices-to-allocate"] == "GPU-c,NVIDIA,20389,25:;"
 
 
 def test_hami_ascend_uses_the_chip_common_word() -> None:
-    notes = allocation_annotations(
-        record("huawei/Ascend910B3"),
-        ids=["npu-4", "npu-5"],
-        request=DeviceRequest(2),
-        device_memory_mib=65536,
-        node="n",
-        slot=0,
-        slots=1,
-        now=NOW,
-    )
+    notes = encode(record("huawei/Ascend910B3"), ["npu-4", "npu-5"], DeviceRequest(2), 65536)
     assert notes["hami.io/Ascend910B3-devices-to-allocate"] == (
         "npu-4,Ascend910B3,65536,100:npu-5,Ascend910B3,65536,100:;"
     )
 
 
 def test_mindcluster_names_the_chips_and_the_predicate_time() -> None:
-    notes = allocation_annotations(
+    notes = encode(
         record("huawei/Ascend910B3", "huawei.com/Ascend910"),
-        ids=["Ascend910-2", "Ascend910-3"],
-        request=DeviceRequest(2),
-        device_memory_mib=65536,
-        node="n",
-        slot=0,
-        slots=1,
-        now=NOW,
+        ["Ascend910-2", "Ascend910-3"],
+        DeviceRequest(2),
+        65536,
     )
     assert notes == {
         "huawei.com/Ascend910": "Ascend910-2,Ascend910-3",
@@ -100,16 +80,7 @@ def test_mindcluster_names_the_chips_and_the_predicate_time() -> None:
 
 def test_visible_env_writes_the_ids_for_the_containers_variable() -> None:
     kunlun = record("kunlunxin/P800")
-    notes = allocation_annotations(
-        kunlun,
-        ids=["4", "5", "6", "7"],
-        request=DeviceRequest(4),
-        device_memory_mib=98304,
-        node="n",
-        slot=0,
-        slots=1,
-        now=NOW,
-    )
+    notes = encode(kunlun, ["4", "5", "6", "7"], DeviceRequest(4), 98304)
     assert notes == {"suanpan.io/visible-devices": "4,5,6,7"}
     assert kunlun.env == "XPU_VISIBLE_DEVICES"
 
