@@ -55,7 +55,6 @@ class AgentConfig:
     agent_version: str = "0.1.0"
     poll_wait_s: float = 10.0
     grace_seconds: int = 30
-    gang_timeout_s: float = 120.0
     debounce_s: float = 0.1
     backoff_max_s: float = 30.0
 
@@ -123,6 +122,7 @@ class Agent:
         self._sent: dict[str, NodeInfo] = {}
         self._generation = 0
         self._wake = asyncio.Event()
+        self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run sessions with the hub until `stop` is set."""
@@ -155,6 +155,7 @@ class Agent:
             )
         )
         self._generation = max(self._generation, reply.inventory_generation)
+        self.gang_timeout_s = reply.gang_timeout_s
         await self._send_full()
         self._reported.clear()  # re-send every status: the hub may have missed some
         tasks = [
@@ -253,7 +254,7 @@ class Agent:
         wanted: dict[str, PodSpec] = {}
         for assignment in self.active.values():
             try:
-                for pod in render(assignment, self.catalog, self.config.namespace):
+                for pod in render(assignment, self.config.namespace, self.catalog):
                     wanted[pod.name] = pod
             except RenderError as exc:
                 log.error("cannot render job %s: %s", assignment.job, exc)
@@ -269,7 +270,6 @@ class Agent:
         if missing:
             await self.backend.create_pods(missing)
             self.metrics.apply_seconds.observe(time.perf_counter() - start)
-        if missing:
             pods = self.backend.pods()
         if self.caught_up:
             fenced = [p.name for p in pods if p.name not in wanted and not p.deleting]
@@ -286,12 +286,12 @@ class Agent:
             by_placement[(pod.job, pod.epoch)].append(pod)
         updates = []
         for job, assignment in self.active.items():
-            expected = sum(int(t.get("replicas", 1)) for t in assignment.tasks)
+            expected = assignment.replicas
             summary = summarize(
                 by_placement.get((job, assignment.epoch), []),
                 expected,
                 now=self.backend.now(),
-                gang_timeout_s=self.config.gang_timeout_s,
+                gang_timeout_s=self.gang_timeout_s,
             )
             if summary.state:
                 updates.append(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,9 +27,9 @@ from deploy.local.kube import JSON, KubeClient, wait_for
 from federation.catalog import load_catalog
 from federation.wire import annotations as wire
 from federation.wire.agent import Assignment, StatusAck, StatusReport, StatusUpdate
+from tests.compiled_jobs import assignment
 from tests.e2e.conftest import K8sEnvFactory
 from tests.e2e.test_extender import Stack, node_manifest, pod_manifest, start_stack
-from tests.unit.backends.k8s_objects import assignment
 
 pytestmark = pytest.mark.e2e
 
@@ -120,7 +119,7 @@ def job(flavor: str | None, accelerators: dict[str, Any], replicas: int, gang: b
     task["resources"] = {"cpu": "1", "memory": "1Gi"}
     if flavor:
         task["resources"]["accelerators"] = {**accelerators, "anyOf": [{"flavor": flavor}]}
-    return assignment({"w": flavor}, [task], job=str(uuid.uuid4()), epoch=1, gang=gang)
+    return assignment(CATALOG, [task], {"w": flavor}, gang=gang)
 
 
 async def pods_of(kc: KubeClient, ns: str) -> list[JSON]:
@@ -270,7 +269,7 @@ async def watch(kc: KubeClient, ns: str) -> AsyncIterator[Watch]:
 async def _kill_after_first_pod(stack: Stack, ns: str, gang: Assignment) -> None:
     """An agent that created one pod of the gang and died before the others."""
     first = await RunningAgent.start(stack.cluster, ns)
-    await first.backend.create_pods(render(gang, CATALOG, ns)[:1])
+    await first.backend.create_pods(render(gang, ns, CATALOG)[:1])
     await first.stop()
 
 

@@ -4,47 +4,18 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from federation.catalog import load_catalog
 from federation.wire import annotations as ann
-from federation.wire.agent import Assignment
 
 CATALOG = load_catalog()
 RECORDED = json.loads((Path(__file__).parent / "data" / "kwok_objects.json").read_text())
 ASCEND = "huawei.com/Ascend910B3"
 NAMESPACE = "suanpan"
 JOB = "0f5c2a8e-3b7d-4c1e-9a6f-2d8b4e7c1a90"
-
-
-def assignment(
-    flavors: dict[str, str | None],
-    tasks: list[dict[str, Any]],
-    *,
-    job: str = JOB,
-    epoch: int = 3,
-    gang: bool = True,
-    priority: int = 0,
-    priority_class: str = "normal",
-) -> Assignment:
-    """An Active assignment of these tasks with these flavors."""
-    return Assignment(
-        job=uuid.UUID(job),
-        name="llm",
-        tenant="t",
-        epoch=epoch,
-        revision=1,
-        state="Active",
-        priority=priority,
-        priority_class=priority_class,
-        preemptible=True,
-        gang=gang,
-        flavors=flavors,
-        tasks=tasks,
-    )
 
 
 def recorded(kind: str, name: str = "") -> dict[str, Any]:

@@ -9,20 +9,21 @@ from cluster_agents.agent.backend import PodStatus
 from cluster_agents.agent.render import render
 from cluster_agents.agent.status import summarize
 from federation.wire.agent import StatusAck, StatusReport
-from tests.unit.backends.k8s_objects import CATALOG, JOB, assignment
+from tests.compiled_jobs import assignment
+from tests.unit.backends.k8s_objects import CATALOG, JOB
 
 NO_FIT = "0/3 nodes are available: 3 Insufficient huawei.com/Ascend910B3."
+WORKER = {
+    "name": "worker",
+    "replicas": 3,
+    "image": "i",
+    "resources": {"accelerators": {"count": 8, "anyOf": [{"flavor": "huawei/*"}]}},
+}
 GANG = assignment(
+    CATALOG,
+    [WORKER, {"name": "launcher", "image": "i"}],
     {"worker": "huawei/Ascend910B3", "launcher": None},
-    [
-        {
-            "name": "worker",
-            "replicas": 3,
-            "image": "i",
-            "resources": {"accelerators": {"count": 8, "anyOf": [{"flavor": "huawei/*"}]}},
-        },
-        {"name": "launcher", "image": "i"},
-    ],
+    job=JOB,
     epoch=2,
 )
 
@@ -32,7 +33,7 @@ def status(name: str, *, node: str = "", gated: bool = True, **kw: Any) -> PodSt
 
 
 def test_gates_lift_only_once_every_pod_of_the_gang_exists() -> None:
-    wanted = {p.name: p for p in render(GANG, CATALOG, "suanpan")}
+    wanted = {p.name: p for p in render(GANG, "suanpan", CATALOG)}
     workers = [n for n in wanted if "-worker-" in n]
     (launcher,) = [n for n in wanted if "-launcher-" in n]
     assert all(p.gated and p.gang == f"{JOB}-e2" for p in wanted.values())
@@ -72,7 +73,8 @@ class Clock:
 async def test_the_agent_sends_again_when_the_reason_or_message_changes() -> None:
     hub = Hub()
     agent = Agent(AgentConfig("c"), Clock(), CATALOG, hub)  # type: ignore[arg-type]
-    one = GANG.model_copy(update={"tasks": [{**GANG.tasks[0], "replicas": 1}], "flavors": {}})
+    task = {**WORKER, "replicas": 1}
+    one = assignment(CATALOG, [task], {"worker": "huawei/Ascend910B3"}, job=JOB, epoch=2)
     agent.active[JOB] = one
     pod = status("a", gated=False, reason="Unschedulable", message=NO_FIT)
     await agent._report([pod])
