@@ -184,15 +184,18 @@ async def test_nvidia_whole_and_fractional_jobs_carry_the_chosen_gpus_uuids(
 async def test_ascend_gets_hamis_annotation_or_mindclusters_by_the_nodes_plugin(
     stack: Stack, kc: KubeClient, ns: str
 ) -> None:
-    (pod,) = await run_alone(
-        stack, ns, job("huawei/Ascend910B3", {"count": 4}, 1, gang=False), until=1
-    )
-    assert pod["spec"]["nodeName"] == "bj-ascend-0"
+    whole = job("huawei/Ascend910B3", {"count": 4}, 1, gang=False)
+    quarter = job("huawei/Ascend910B3", {"fraction": 0.25, "minMemory": "16Gi"}, 1, gang=False)
+    pods = await run_alone(stack, ns, whole, quarter, until=2)
     ids = registered(await node(kc, "bj-ascend-0"), "hami.io/node-register-Ascend910B3")
-    chosen = [ids[i] for i in devices_of(pod)]
-    assert pod["metadata"]["annotations"]["hami.io/Ascend910B3-devices-to-allocate"] == (
-        "".join(f"{i},Ascend910B3,65536,100:" for i in chosen) + ";"
-    )
+    by_job = {p["metadata"]["labels"][wire.JOB_LABEL]: p for p in pods}
+    for placed, mem, cores in ((whole, 65536, 100), (quarter, 16384, 25)):
+        pod = by_job[str(placed.job)]
+        assert pod["spec"]["nodeName"] == "bj-ascend-0"
+        chosen = [ids[i] for i in devices_of(pod)]
+        assert pod["metadata"]["annotations"]["hami.io/Ascend910B3-devices-to-allocate"] == (
+            "".join(f"{i},Ascend910B3,{mem},{cores}:" for i in chosen) + ";"
+        )
 
     mind = pod_manifest("mind", 2, resource="huawei.com/Ascend910", node=MIND)
     await kc.post(f"/api/v1/namespaces/{ns}/pods", mind)
