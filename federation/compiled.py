@@ -29,6 +29,7 @@ from federation.scheduling.model import (
     Task,
 )
 from federation.scheduling.quota import demand
+from federation.wire.annotations import ACCELERATOR_NODES
 
 
 class _Compiled(BaseModel):
@@ -107,6 +108,7 @@ class CompiledTask(_Compiled):
             accelerators=(
                 AcceleratorRequest(tuple(o.core for o in self.options)) if self.options else None
             ),
+            accelerator_nodes=self.annotations.get(ACCELERATOR_NODES) == "allow",
         )
 
 

@@ -33,6 +33,10 @@ class NodeExclusion:
     key: str
     values: tuple[str, ...] = ()
 
+    def excludes(self, labels: Mapping[str, str]) -> bool:
+        """Whether a node with these labels is to be avoided."""
+        return self.key in labels and (not self.values or labels[self.key] in self.values)
+
 
 @dataclass(frozen=True)
 class PodSpec:

@@ -84,7 +84,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
         for replica in range(task.replicas):
             hint = hints.get((task.name, replica))
             pod_annotations = dict(annotations)
-            if hint is not None:
+            if hint is not None and option is not None:
                 pod_annotations[ann.HINT_DEVICES] = (
                     f"{hint.node}:{','.join(map(str, hint.devices))}"
                 )

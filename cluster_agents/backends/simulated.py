@@ -249,6 +249,8 @@ class SimulatedCluster:
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
         for node in self._nodes.values():
+            if any(x.excludes(node.spec.labels) for x in pod.spec.avoid_nodes):
+                continue
             if (
                 not node.ready
                 or node.cpu_milli - node.used_cpu < cpu
