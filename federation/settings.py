@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+def default_data_dir() -> Path:
+    """`$SUANPAN_DATA_DIR`, else `suanpan` in the user's data directory (XDG)."""
+    if explicit := os.environ.get("SUANPAN_DATA_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "suanpan"
 
 
 @dataclass(frozen=True)
@@ -15,10 +24,12 @@ class HubSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     controllers: bool = True  # compete for leadership and run the scheduling loop
+    data_dir: Path = field(default_factory=default_data_dir)  # embedded PostgreSQL's home
 
     @classmethod
     def from_env(cls) -> HubSettings:
-        """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`."""
+        """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`,
+        `SUANPAN_DATA_DIR`."""
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,
             admin_token=os.environ.get("SUANPAN_ADMIN_TOKEN") or None,
