@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from federation.controllers.snapshot import Read
 from federation.errors import Conflict, IllegalTransition
 from federation.scheduling.decisions import CycleResult, Placed, Preempted
+from federation.scheduling.model import Placement
 from federation.scheduling.status import Status
 from federation.store.jobs import add_event, release_placements, transition
 from federation.store.listener import PLACEMENTS, notify
@@ -34,6 +35,7 @@ class Written:
     pending_updated: int = 0
     rejected: int = 0
     skipped: int = 0
+    placements: list[Placement] = field(default_factory=list)  # the written ones
 
 
 def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
@@ -122,7 +124,9 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
             return False
 
     for placed in result.placed:
-        out.placed += await guarded(placed.placement.job.id, _place(conn, read, placed))
+        if await guarded(placed.placement.job.id, _place(conn, read, placed)):
+            out.placed += 1
+            out.placements.append(placed.placement)
     for preempted in result.preempted:
         out.preempted += await guarded(preempted.preemptor.id, _preempt(conn, read, preempted, out))
     for rejected in result.rejected:
