@@ -1,0 +1,149 @@
+"""Both Helm charts, rendered by the real helm, are accepted by a real kube-apiserver
+(`kubectl apply --dry-run=server`: admission, schema and RBAC references checked, nothing
+stored), with minimal and with every-option values; the rendered kube-scheduler configuration
+is accepted by the real kube-scheduler.
+
+The namespaces the charts install into exist for real (a dry-run Namespace is not there for the
+Roles inside it); so does a minimal ServiceMonitor CRD, which a bare apiserver lacks.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from deploy.local.clusters import Environment
+from tests.deploy.charts import (
+    HUB_FULL,
+    HUB_MINIMAL,
+    MEMBER_FULL,
+    MEMBER_MINIMAL,
+    NAMESPACE,
+    objects,
+    template,
+)
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACES = (NAMESPACE, "suanpan", "ai-jobs")
+SERVICE_MONITOR_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
+    "spec": {
+        "group": "monitoring.coreos.com",
+        "scope": "Namespaced",
+        "names": {
+            "kind": "ServiceMonitor",
+            "plural": "servicemonitors",
+            "singular": "servicemonitor",
+        },
+        "versions": [
+            {
+                "name": "v1",
+                "served": True,
+                "storage": True,
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+class Kubectl:
+    """kubectl of one local cluster."""
+
+    def __init__(self, env: Environment) -> None:
+        self.bin_dir = env.bin_dir
+        self.kubeconfig = env.clusters[-1].kubeconfig
+
+    def __call__(self, *args: str, stdin: str | None = None) -> str:
+        done = subprocess.run(
+            [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr + done.stdout
+        return done.stdout
+
+
+@pytest.fixture(scope="module")
+def kubectl(k8s_clusters: Environment) -> Iterator[Kubectl]:
+    """kubectl with the charts' namespaces and the ServiceMonitor CRD in place."""
+    kc = Kubectl(k8s_clusters)
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in NAMESPACES
+    ]
+    kc("apply", "-f", "-", stdin=yaml.safe_dump_all([*namespaces, SERVICE_MONITOR_CRD]))
+    kc(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/servicemonitors.monitoring.coreos.com",
+    )
+    try:
+        yield kc
+    finally:
+        kc("delete", "--wait=false", "--ignore-not-found", *(f"namespace/{n}" for n in NAMESPACES))
+        kc("delete", "--ignore-not-found", "crd/servicemonitors.monitoring.coreos.com")
+
+
+@pytest.mark.parametrize(
+    ("chart", "values"),
+    [
+        ("suanpan-hub", HUB_MINIMAL),
+        ("suanpan-hub", HUB_FULL),
+        ("suanpan-member", MEMBER_MINIMAL),
+        ("suanpan-member", MEMBER_FULL),
+    ],
+    ids=["hub-minimal", "hub-full", "member-minimal", "member-full"],
+)
+def test_rendered_chart_passes_server_side_dry_run(
+    kubectl: Kubectl, helm_bin: Path, tmp_path: Path, chart: str, values: dict[str, Any]
+) -> None:
+    manifests = template(helm_bin, chart, values, tmp_path)
+    out = kubectl("apply", "--dry-run=server", "-f", "-", stdin=manifests)
+    lines = out.strip().splitlines()
+    assert len(lines) == len(objects(manifests))
+    assert all(line.endswith("(server dry run)") for line in lines), out
+
+
+def test_rendered_scheduler_config_loads_in_kube_scheduler(
+    kubectl: Kubectl, helm_bin: Path, tmp_path: Path
+) -> None:
+    objs = objects(template(helm_bin, "suanpan-member", MEMBER_MINIMAL, tmp_path))
+    rendered = yaml.safe_load(
+        objs[("ConfigMap", "suanpan-member-scheduler")]["data"]["config.yaml"]
+    )
+    rendered["clientConnection"] = {"kubeconfig": kubectl.kubeconfig}  # in-cluster in a pod
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(rendered))
+    written = tmp_path / "effective.yaml"
+    done = subprocess.run(
+        [
+            str(kubectl.bin_dir / "kube-scheduler"),
+            f"--config={config}",
+            f"--write-config-to={written}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    effective = yaml.safe_load(written.read_text())
+    assert [p["schedulerName"] for p in effective["profiles"]] == ["suanpan-scheduler"]
+    assert effective["extenders"][0]["urlPrefix"] == "http://127.0.0.1:8888"
+    assert effective["leaderElection"]["resourceNamespace"] == NAMESPACE
