@@ -44,6 +44,14 @@ MEMBER_FULL: dict[str, Any] = {
     "serviceMonitor": {"enabled": True},
 }
 
+# (chart, values) pairs each chart test renders, with pytest ids.
+RENDERINGS = {
+    "hub-minimal": ("suanpan-hub", HUB_MINIMAL),
+    "hub-full": ("suanpan-hub", HUB_FULL),
+    "member-minimal": ("suanpan-member", MEMBER_MINIMAL),
+    "member-full": ("suanpan-member", MEMBER_FULL),
+}
+
 
 class HelmError(RuntimeError):
     """helm failed; the message holds its output."""

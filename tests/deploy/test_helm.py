@@ -20,6 +20,7 @@ from tests.deploy.charts import (
     HUB_MINIMAL,
     MEMBER_FULL,
     MEMBER_MINIMAL,
+    RENDERINGS,
     HelmError,
     helm,
     objects,
@@ -40,15 +41,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
-@pytest.mark.parametrize(
-    ("chart", "values"),
-    [
-        ("suanpan-hub", HUB_MINIMAL),
-        ("suanpan-hub", HUB_FULL),
-        ("suanpan-member", MEMBER_MINIMAL),
-        ("suanpan-member", MEMBER_FULL),
-    ],
-)
+@pytest.mark.parametrize(("chart", "values"), list(RENDERINGS.values()), ids=list(RENDERINGS))
 def test_charts_pass_helm_lint_strict(
     helm_bin: Path, tmp_path: Path, chart: str, values: dict[str, Any]
 ) -> None:

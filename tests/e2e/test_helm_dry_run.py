@@ -19,11 +19,9 @@ import yaml
 
 from deploy.local.clusters import Environment
 from tests.deploy.charts import (
-    HUB_FULL,
-    HUB_MINIMAL,
-    MEMBER_FULL,
     MEMBER_MINIMAL,
     NAMESPACE,
+    RENDERINGS,
     objects,
     template,
 )
@@ -100,16 +98,7 @@ def kubectl(k8s_clusters: Environment) -> Iterator[Kubectl]:
         kc("delete", "--ignore-not-found", "crd/servicemonitors.monitoring.coreos.com")
 
 
-@pytest.mark.parametrize(
-    ("chart", "values"),
-    [
-        ("suanpan-hub", HUB_MINIMAL),
-        ("suanpan-hub", HUB_FULL),
-        ("suanpan-member", MEMBER_MINIMAL),
-        ("suanpan-member", MEMBER_FULL),
-    ],
-    ids=["hub-minimal", "hub-full", "member-minimal", "member-full"],
-)
+@pytest.mark.parametrize(("chart", "values"), list(RENDERINGS.values()), ids=list(RENDERINGS))
 def test_rendered_chart_passes_server_side_dry_run(
     kubectl: Kubectl, helm_bin: Path, tmp_path: Path, chart: str, values: dict[str, Any]
 ) -> None:

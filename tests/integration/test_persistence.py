@@ -94,6 +94,13 @@ def hubs(tmp_path: Path) -> Iterator[list[HubProcess]]:
             hub.stop(signal.SIGKILL)
 
 
+def _hub_cli(command: str, file: Path, data_dir: Path) -> None:
+    """`suanpan-hub backup|restore FILE --data-dir DIR`, which must succeed."""
+    args = [*HUB_CLI, command, str(file), f"--data-dir={data_dir}"]
+    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
 def _gone(pid: int, within_s: float = 15.0) -> bool:
     """The process exits within `within_s` (a zombie nobody reaped yet counts as gone)."""
     deadline = time.monotonic() + within_s
@@ -121,13 +128,7 @@ def test_killed_hub_leaves_no_server_and_a_restart_keeps_everything(
     )["token"]
     job = first.call("POST", "/v1/jobs", job_manifest("kept"), token=member)
     backup = tmp_path / "live.dump"
-    done = subprocess.run(
-        [*HUB_CLI, "backup", str(backup), f"--data-dir={data}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr  # taken from the serving hub's own server
+    _hub_cli("backup", backup, data)  # taken from the serving hub's own server
     server = first.server_pid()
     first.stop(signal.SIGKILL)
     assert _gone(server), "the killed hub's PostgreSQL is still running"
@@ -140,13 +141,7 @@ def test_killed_hub_leaves_no_server_and_a_restart_keeps_everything(
     assert not (data / "postgres" / "postmaster.pid").exists()
 
     fresh = tmp_path / "restored"
-    done = subprocess.run(
-        [*HUB_CLI, "restore", str(backup), f"--data-dir={fresh}"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    _hub_cli("restore", backup, fresh)
     hubs.append(third := HubProcess(fresh, log))
     assert third.call("GET", f"/v1/jobs/{job['id']}", token=member)["name"] == "kept"
     third.stop()
