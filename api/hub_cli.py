@@ -15,8 +15,10 @@ from pathlib import Path
 
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
+from federation.hubconfig import ConfigError, HubConfig, load_hub_config
 from federation.settings import HubSettings
 from federation.store import backup, migrate
+from federation.store.backfill import compile_uncompiled
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import (
@@ -37,8 +39,8 @@ def embedded_dir(settings: HubSettings) -> Path:
 
 @contextlib.asynccontextmanager
 async def server_url(settings: HubSettings, *, shared: bool = False) -> AsyncIterator[str]:
-    """`DATABASE_URL`, or the embedded server on the data directory, started (and migrated)
-    for the block; with `shared`, a serving hub's embedded server is used as it runs."""
+    """`DATABASE_URL`, or the embedded server on the data directory, started (migrated, earlier
+    jobs compiled) for the block; with `shared`, a serving hub's embedded server as it runs."""
     if settings.database_url is not None:
         yield settings.database_url
         return
@@ -53,6 +55,7 @@ async def server_url(settings: HubSettings, *, shared: bool = False) -> AsyncIte
         return
     try:
         await migrate.upgrade(url)
+        await compile_uncompiled(url, load_catalog())
         yield url
     finally:
         await embedded.stop()
@@ -83,7 +86,7 @@ async def restore_from(settings: HubSettings, path: Path, pg_bin: Path) -> None:
         await backup.restore(url, path, pg_bin)
 
 
-async def serve(settings: HubSettings) -> None:
+async def serve(settings: HubSettings, config: HubConfig) -> None:
     """Serve the API until SIGINT/SIGTERM."""
     from aiohttp import web
 
@@ -94,7 +97,8 @@ async def serve(settings: HubSettings) -> None:
         token = await ensure_admin_token(db, settings.admin_token)
         if token is not None and settings.admin_token is None:
             print(f"first admin token (shown once): {token}", flush=True)
-        app = create_app(db)
+        catalog = load_catalog()
+        app = create_app(db, catalog=catalog, config=config)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
@@ -106,7 +110,7 @@ async def serve(settings: HubSettings) -> None:
             loop.add_signal_handler(sig, stop.set)
         controllers = None
         if settings.controllers:
-            scheduler = SchedulerLoop(db, load_catalog(), listener=app[CONTEXT].listener)
+            scheduler = SchedulerLoop(db, catalog, config=config, listener=app[CONTEXT].listener)
             controllers = asyncio.create_task(scheduler.run(stop))
         await stop.wait()
         if controllers is not None:
@@ -121,6 +125,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = sub.add_parser("serve", help="run the hub API (and, as leader, its controllers)")
     run.add_argument("--host", help="listen address (default $SUANPAN_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="listen port (default $SUANPAN_PORT or 8080)")
+    run.add_argument(
+        "--config",
+        type=Path,
+        help="scheduling configuration file (YAML, see docs/operator-guide.md; "
+        "default $SUANPAN_CONFIG, else built-in defaults)",
+    )
     run.add_argument(
         "--api-only",
         action="store_true",
@@ -154,7 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("suanpan-hub migrate: set DATABASE_URL", file=sys.stderr)
             return 2
         asyncio.run(migrate.upgrade(settings.database_url))
+        compiled, failed = asyncio.run(compile_uncompiled(settings.database_url, load_catalog()))
         print("database is at the latest schema")
+        if compiled or failed:
+            print(f"compiled {compiled} earlier jobs; {failed} could not be and were failed")
         return 0
     if args.data_dir is not None:
         settings = replace(settings, data_dir=args.data_dir)
@@ -173,7 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port or settings.port,
         controllers=not args.api_only,
     )
-    asyncio.run(serve(settings))
+    try:
+        config = load_hub_config(args.config or settings.config_path)
+    except ConfigError as exc:
+        print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(settings, config))
     return 0
 
 

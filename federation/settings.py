@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from federation.hubconfig import CONFIG_ENV
+
 
 def default_data_dir() -> Path:
     """`$SUANPAN_DATA_DIR`, else `suanpan` in the user's data directory (XDG)."""
@@ -24,15 +26,18 @@ class HubSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     controllers: bool = True  # compete for leadership and run the scheduling loop
+    config_path: Path | None = None  # the operators' scheduling configuration file
     data_dir: Path = field(default_factory=default_data_dir)  # embedded PostgreSQL's home
 
     @classmethod
     def from_env(cls) -> HubSettings:
         """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`,
-        `SUANPAN_DATA_DIR`."""
+        `SUANPAN_CONFIG`, `SUANPAN_DATA_DIR`."""
+        config = os.environ.get(CONFIG_ENV)
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,
             admin_token=os.environ.get("SUANPAN_ADMIN_TOKEN") or None,
             host=os.environ.get("SUANPAN_HOST", "127.0.0.1"),
             port=int(os.environ.get("SUANPAN_PORT", "8080")),
+            config_path=Path(config) if config else None,
         )

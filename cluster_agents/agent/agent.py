@@ -50,7 +50,6 @@ class AgentConfig:
     agent_version: str = "0.1.0"
     poll_wait_s: float = 10.0
     grace_seconds: int = 30
-    gang_timeout_s: float = 120.0
     debounce_s: float = 0.1
     backoff_max_s: float = 30.0
 
@@ -94,6 +93,7 @@ class Agent:
         self._sent: dict[str, NodeInfo] = {}
         self._generation = 0
         self._wake = asyncio.Event()
+        self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run sessions with the hub until `stop` is set."""
@@ -126,6 +126,7 @@ class Agent:
             )
         )
         self._generation = max(self._generation, reply.inventory_generation)
+        self.gang_timeout_s = reply.gang_timeout_s
         await self._send_full()
         self._reported.clear()  # re-send every status: the hub may have missed some
         tasks = [
@@ -224,7 +225,7 @@ class Agent:
         wanted: dict[str, PodSpec] = {}
         for assignment in self.active.values():
             try:
-                for pod in render(assignment, self.catalog, self.config.namespace):
+                for pod in render(assignment, self.config.namespace):
                     wanted[pod.name] = pod
             except RenderError as exc:
                 log.error("cannot render job %s: %s", assignment.job, exc)
@@ -252,12 +253,12 @@ class Agent:
             by_placement[(pod.job, pod.epoch)].append(pod)
         updates = []
         for job, assignment in self.active.items():
-            expected = sum(int(t.get("replicas", 1)) for t in assignment.tasks)
+            expected = assignment.replicas
             summary = summarize(
                 by_placement.get((job, assignment.epoch), []),
                 expected,
                 now=self.backend.now(),
-                gang_timeout_s=self.config.gang_timeout_s,
+                gang_timeout_s=self.gang_timeout_s,
             )
             if summary.state:
                 updates.append(

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cluster_agents.agent.backend import ClusterFacts, PodPhase, PodSpec, PodStatus
-from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
+from cluster_agents.kube.pods import DemandError, parse_device_request
+from federation.catalog import Catalog, ResolvedDevices, resolve_node
+from federation.compiler import cpu_milli, memory_mib
 from federation.scheduling.devices import (
-    WHOLE,
     DeviceRequest,
     FitCode,
     NodeDevices,
@@ -63,14 +62,6 @@ class _Pod:
     started: float = 0.0
     reason: str = ""
     message: str = ""
-
-
-def _milli(value: str) -> int:
-    return math.ceil(parse_quantity(value) * 1000)
-
-
-def _mib(value: str) -> int:
-    return math.ceil(parse_quantity(value) / 2**20)
 
 
 @dataclass
@@ -175,8 +166,8 @@ class SimulatedCluster:
             )
         self._nodes[spec.name] = _Node(
             spec,
-            _milli(spec.capacity.get("cpu", "0")),
-            _mib(spec.capacity.get("memory", "0")),
+            cpu_milli(spec.capacity.get("cpu", "0")),
+            memory_mib(spec.capacity.get("memory", "0")),
             int(spec.capacity.get("pods", "110")),
             devices,
         )
@@ -235,13 +226,15 @@ class SimulatedCluster:
         flavor = spec.annotations.get(ann.FLAVOR)
         if not raw or not flavor:
             return None
-        req = json.loads(raw)
-        return flavor, DeviceRequest(req["count"], req.get("milli", WHOLE), req.get("memoryMib", 0))
+        try:
+            return flavor, parse_device_request(raw)
+        except DemandError:
+            return None
 
     def _bind(self, pod: _Pod, now: float) -> bool:
         cpu, mem = (
-            _milli(pod.spec.requests.get("cpu", "0")),
-            _mib(pod.spec.requests.get("memory", "0")),
+            cpu_milli(pod.spec.requests.get("cpu", "0")),
+            memory_mib(pod.spec.requests.get("memory", "0")),
         )
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
@@ -292,8 +285,8 @@ class SimulatedCluster:
         node = self._nodes.get(pod.node)
         if node is None or pod.phase not in ("Pending", "Running") or not pod.node:
             return
-        node.used_cpu -= _milli(pod.spec.requests.get("cpu", "0"))
-        node.used_mem -= _mib(pod.spec.requests.get("memory", "0"))
+        node.used_cpu -= cpu_milli(pod.spec.requests.get("cpu", "0"))
+        node.used_mem -= memory_mib(pod.spec.requests.get("memory", "0"))
         node.used_pods -= 1
         if pod.request is not None and node.devices is not None:
             node.devices = release(node.devices, pod.request, pod.devices)

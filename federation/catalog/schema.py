@@ -172,6 +172,7 @@ SHARING = record(
         "share_resource": _resource,
         "memory_resource": _resource,
         "core_resource": _resource,
+        "core_units": integer(1),
     }
 )
 _VARIANT = record(

@@ -70,6 +70,7 @@ class SharingRule:
     share_resource: str = ""  # resource name of a shared slice, e.g. "nvidia.com/gpu" with HAMi
     memory_resource: str = ""  # e.g. "nvidia.com/gpumem" (MiB), "huawei.com/Ascend910B3-memory"
     core_resource: str = ""  # e.g. "nvidia.com/gpucores" (percent)
+    core_units: int = 100  # units of `core_resource` in one whole device (percent: 100)
 
 
 @dataclass(frozen=True, slots=True)

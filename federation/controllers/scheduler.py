@@ -10,29 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from federation import metrics
 from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership
+from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
-from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Placement
 from federation.store.database import Database
 from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """Pacing of the controllers."""
-
-    interval_s: float = 1.0  # longest wait between cycles when nothing wakes the loop
-    health: health.HealthConfig = field(default_factory=health.HealthConfig)
-    core: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
 @dataclass(frozen=True)
@@ -52,12 +43,13 @@ class SchedulerLoop:
         db: Database,
         catalog: Catalog,
         *,
-        config: LoopConfig | None = None,
+        config: HubConfig | None = None,
         listener: Listener | None = None,
     ) -> None:
         self.db = db
         self.catalog = catalog
-        self.config = config or LoopConfig()
+        self.config = config or HubConfig()
+        self._compiled = snapshot.CompiledCache()
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
@@ -67,7 +59,7 @@ class SchedulerLoop:
         start = time.perf_counter()
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            read = await snapshot.read(conn, self.catalog, now=time.time())
+            read = await snapshot.read(conn, self.catalog, now=time.time(), cache=self._compiled)
         held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
         result = await asyncio.to_thread(

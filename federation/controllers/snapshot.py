@@ -11,9 +11,12 @@ from types import MappingProxyType
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.catalog import Catalog
+from federation.compiled import CompiledJob, JobFacts, core_job
+from federation.inventory import DeviceRow, core_node
 from federation.scheduling.model import (
     Cluster,
     Job,
@@ -22,8 +25,9 @@ from federation.scheduling.model import (
     Quota,
     ReplicaPlacement,
     Snapshot,
+    Task,
 )
-from federation.store.queue_usage import HOLDING_STATES
+from federation.store.lifecycle import HOLDING_STATES, UNCOUNTED_STATES
 from federation.store.tables import (
     clusters,
     devices,
@@ -34,10 +38,8 @@ from federation.store.tables import (
     queues,
     tenants,
 )
-from federation.to_core import DeviceRow, JobFacts, UnknownFlavor, core_job, core_node
 
 log = logging.getLogger(__name__)
-UNCOUNTED = ("Placed", "Dispatched")  # placed, but the cluster does not report their use yet
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,34 @@ class Read:
     refs: dict[str, JobRef]
     cluster_ids: dict[str, uuid.UUID]
     invalid: dict[str, str] = field(default_factory=dict)  # job id -> why it cannot be modeled
+
+
+class CompiledCache:
+    """Compiled jobs already decoded, with their core tasks, by job id (a job's compiled form
+    never changes); entries of jobs a read no longer sees are dropped."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[uuid.UUID, tuple[CompiledJob, tuple[Task, ...]]] = {}
+        self._seen: set[uuid.UUID] = set()
+
+    def get(self, job_id: uuid.UUID, raw: Any) -> tuple[CompiledJob, tuple[Task, ...]]:
+        """The decoded form of `raw` (the stored JSON); raises ValueError when it is invalid."""
+        self._seen.add(job_id)
+        found = self._jobs.get(job_id)
+        if found is None:
+            if raw is None:
+                raise ValueError("the job has no compiled form (run `suanpan-hub migrate`)")
+            try:
+                compiled = CompiledJob.model_validate(raw)
+            except ValidationError as exc:
+                raise ValueError(f"the job's compiled form is invalid: {exc}") from exc
+            found = self._jobs[job_id] = (compiled, compiled.core_tasks())
+        return found
+
+    def prune(self) -> None:
+        """Forget jobs not asked for since the last prune."""
+        self._jobs = {k: v for k, v in self._jobs.items() if k in self._seen}
+        self._seen = set()
 
 
 def _seconds(ts: datetime | None) -> float:
@@ -150,15 +180,21 @@ async def _gang_failures(
 
 
 async def read(
-    conn: AsyncConnection, catalog: Catalog, *, now: float, max_pending: int = 5000
+    conn: AsyncConnection,
+    catalog: Catalog,
+    *,
+    now: float,
+    cache: CompiledCache | None = None,
+    max_pending: int = 5000,
 ) -> Read:
     """Everything one cycle needs, read in the caller's (repeatable-read) transaction."""
+    cache = cache or CompiledCache()
     fleet, cluster_ids = await clusters_of_fleet(conn, catalog)
     cluster_names = {v: k for k, v in cluster_ids.items()}
     queue_list = await queue_models(conn)
     job_cols = (
         jobs.c.id,
-        jobs.c.spec,
+        jobs.c.compiled,
         jobs.c.state,
         jobs.c.priority,
         jobs.c.preemptible,
@@ -194,10 +230,11 @@ async def read(
             row.id, row.version, row.state, row.epoch, row.reason, row.pending_reasons
         )
         try:
-            return core_job(catalog, facts, row.spec)
-        except UnknownFlavor as exc:
+            compiled, tasks = cache.get(row.id, row.compiled)
+        except ValueError as exc:
             result.invalid[facts.id] = str(exc)
             return None
+        return core_job(compiled, facts, tasks)
 
     held = await conn.execute(
         base.add_columns(placements.c.assignment)
@@ -228,16 +265,20 @@ async def read(
             epoch=row.epoch,
         )
         placed.append(placement)
-        if row.state in UNCOUNTED:
+        if row.state in UNCOUNTED_STATES:
             reservations.append(placement)
         if row.state == "Preempting":
             preempting.add(job.id)
     pending_rows = await conn.execute(
-        base.where(jobs.c.state == "Queued")
+        base.where(
+            jobs.c.state == "Queued",
+            sa.or_(jobs.c.not_before.is_(None), jobs.c.not_before <= sa.func.now()),
+        )
         .order_by(jobs.c.priority.desc(), jobs.c.queued_at)
         .limit(max_pending)
     )
     result.pending = [j for j in (model(r) for r in pending_rows) if j is not None]
+    cache.prune()
     result.snapshot = Snapshot(
         clusters=tuple(fleet),
         queues=tuple(queue_list),

@@ -19,9 +19,9 @@ from federation.errors import Conflict, IllegalTransition
 from federation.scheduling.decisions import CycleResult, Placed, Preempted
 from federation.scheduling.model import Placement
 from federation.scheduling.status import Status
-from federation.store.jobs import add_event, release_placements, transition
-from federation.store.listener import PLACEMENTS, notify
-from federation.store.tables import jobs, placements, tasks
+from federation.store.events import add_event
+from federation.store.lifecycle import move_job, open_placement, release_placements
+from federation.store.tables import jobs, tasks
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ async def _place(conn: AsyncConnection, read: Read, decision: Placed) -> None:
         {"task": p.job.tasks[r.task].name, "replica": n, "node": r.node, "devices": list(r.devices)}
         for n, r in enumerate(p.replicas)
     ]
-    await transition(
+    await move_job(
         conn,
         ref.id,
         "Placed",
@@ -65,21 +65,13 @@ async def _place(conn: AsyncConnection, read: Read, decision: Placed) -> None:
         expected_version=ref.version,
         values={"cluster_id": cluster_id, "epoch": epoch, "pending_reasons": {}},
     )
-    await conn.execute(
-        sa.insert(placements).values(
-            job_id=ref.id,
-            epoch=epoch,
-            cluster_id=cluster_id,
-            assignment={"flavors": flavors, "hints": hints},
-        )
-    )
+    await open_placement(conn, ref.id, epoch, cluster_id, {"flavors": flavors, "hints": hints})
     for name, flavor in flavors.items():
         await conn.execute(
             sa.update(tasks)
             .where(tasks.c.job_id == ref.id, tasks.c.name == name)
             .values(flavor=flavor)
         )
-    await notify(conn, PLACEMENTS, str(cluster_id))
 
 
 async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: Written) -> None:
@@ -87,7 +79,7 @@ async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: 
     for victim in decision.victims:
         ref = read.refs[victim.job.id]
         await release_placements(conn, ref.id)
-        await transition(
+        await move_job(
             conn,
             ref.id,
             "Preempting",
@@ -133,7 +125,7 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
         ref = read.refs[rejected.job.id]
         out.rejected += await guarded(
             rejected.job.id,
-            transition(
+            move_job(
                 conn,
                 ref.id,
                 "Failed",
@@ -148,7 +140,7 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
         if ref.state == "Queued":
             out.rejected += await guarded(
                 job_id,
-                transition(
+                move_job(
                     conn,
                     ref.id,
                     "Failed",

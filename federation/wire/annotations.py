@@ -28,4 +28,3 @@ DEVICES = PREFIX + "devices"  # exact device indices on the bound node, e.g. "0,
 BOUND_NODE = PREFIX + "bound-node"  # node chosen by the extender (equals spec.nodeName)
 
 SCHEDULER_NAME = "suanpan-scheduler"  # profile name of the kube-scheduler using our extender
-GANG_TIMEOUT_S = 120  # a gang not fully bound in this time is reported to the hub

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -15,22 +14,12 @@ from cluster_agents.backends.k8s_render import (
     render_pod,
     render_priority_class,
 )
-from federation.wire.agent import Assignment
+from tests.compiled_jobs import assignment
 from tests.unit.backends.k8s_objects import CATALOG, JOB
 
-ASSIGNMENT = Assignment(
-    job=uuid.UUID(JOB),
-    name="llm",
-    tenant="t",
-    epoch=3,
-    revision=1,
-    state="Active",
-    priority=1000,
-    priority_class="high",
-    preemptible=True,
-    gang=True,
-    flavors={"worker": "huawei/Ascend910B3"},
-    tasks=[
+ASSIGNMENT = assignment(
+    CATALOG,
+    [
         {
             "name": "worker",
             "replicas": 2,
@@ -45,11 +34,17 @@ ASSIGNMENT = Assignment(
             },
         }
     ],
+    {"worker": "huawei/Ascend910B3"},
+    job=JOB,
+    epoch=3,
+    name="llm",
+    priority=1000,
+    priority_class="high",
 )
 
 
 def spec() -> PodSpec:
-    return render(ASSIGNMENT, CATALOG, "suanpan")[1]
+    return render(ASSIGNMENT, "suanpan")[1]
 
 
 def as_json(obj: Any) -> dict[str, Any]:
@@ -68,7 +63,7 @@ def as_json(obj: Any) -> dict[str, Any]:
 def test_pod_from_rendered_assignment() -> None:
     owner = owner_reference(JOB, 3, "owner-uid")
     pod = as_json(render_pod(spec(), owner))
-    requests = {"cpu": "8", "memory": "64Gi", "huawei.com/Ascend910B3": "4"}
+    requests = {"cpu": "8000m", "memory": "65536Mi", "huawei.com/Ascend910B3": "4"}
     assert pod == {
         "apiVersion": "v1",
         "kind": "Pod",
