@@ -47,7 +47,7 @@ class InUse(EmbeddedError):
 
 
 def _die_with_parent() -> None:
-    """In the child, after its uid is set: SIGINT (fast shutdown) when the parent dies."""
+    """In the child, after its uid is set: SIGINT (fast shutdown) when the parent dies (Linux)."""
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGINT)
 
 

@@ -65,7 +65,8 @@ class Kubectl:
         self.bin_dir = env.bin_dir
         self.kubeconfig = env.clusters[-1].kubeconfig
 
-    def __call__(self, *args: str, stdin: str | None = None) -> str:
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        """kubectl's stdout; with `check`, a non-zero exit fails the test."""
         done = subprocess.run(
             [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args],
             input=stdin,
@@ -73,7 +74,7 @@ class Kubectl:
             text=True,
             check=False,
         )
-        assert done.returncode == 0, done.stderr + done.stdout
+        assert done.returncode == 0 or not check, done.stderr + done.stdout
         return done.stdout
 
 
@@ -136,3 +137,44 @@ def test_rendered_scheduler_config_loads_in_kube_scheduler(
     assert [p["schedulerName"] for p in effective["profiles"]] == ["suanpan-scheduler"]
     assert effective["extenders"][0]["urlPrefix"] == "http://127.0.0.1:8888"
     assert effective["leaderElection"]["resourceNamespace"] == NAMESPACE
+
+
+RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+# (service account, verb, resource, namespace, allowed): what each component calls, and a
+# neighbour of it that it must not get.
+EXPECTED_ACCESS = [
+    ("agent", "list", "nodes", None, True),
+    ("agent", "watch", "pods", None, True),
+    ("agent", "get", "namespaces/suanpan", None, True),
+    ("agent", "create", "priorityclasses.scheduling.k8s.io", None, True),
+    ("agent", "create", "pods", "suanpan", True),
+    ("agent", "delete", "configmaps", "suanpan", True),
+    ("agent", "create", "pods", "default", False),
+    ("agent", "delete", "nodes", None, False),
+    ("scheduler", "create", "pods --subresource=binding", "suanpan", True),
+    ("scheduler", "watch", "nodes", None, True),
+    ("scheduler", "update", "leases.coordination.k8s.io/suanpan-scheduler", NAMESPACE, True),
+    ("scheduler", "update", "leases.coordination.k8s.io/another", NAMESPACE, False),
+    ("scheduler", "get", "configmaps/extension-apiserver-authentication", "kube-system", True),
+    ("discovery", "patch", "nodes", None, True),
+    ("discovery", "delete", "nodes", None, False),
+]
+
+
+def test_member_rbac_grants_each_component_what_it_calls(
+    kubectl: Kubectl, helm_bin: Path, tmp_path: Path
+) -> None:
+    rendered = objects(template(helm_bin, "suanpan-member", MEMBER_MINIMAL, tmp_path))
+    rbac = yaml.safe_dump_all([o for (kind, _), o in rendered.items() if kind in RBAC_KINDS])
+    kubectl("apply", "-f", "-", stdin=rbac)  # for real: `auth can-i` evaluates stored roles
+    try:
+        got = []
+        for component, verb, resource, namespace, _ in EXPECTED_ACCESS:
+            user = f"system:serviceaccount:{NAMESPACE}:suanpan-member-{component}"
+            where = [f"--namespace={namespace}"] if namespace else []
+            can_i = ["auth", "can-i", verb, *resource.split(), f"--as={user}", *where]
+            answer = kubectl(*can_i, check=False)
+            got.append(answer.strip() == "yes")
+        assert got == [allowed for *_, allowed in EXPECTED_ACCESS]
+    finally:
+        kubectl("delete", "--ignore-not-found", "-f", "-", stdin=rbac)
