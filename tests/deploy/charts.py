@@ -26,6 +26,8 @@ HUB_FULL: dict[str, Any] = {
     "catalogOverrides": {"models": {"nvidia/H100": {"speed": 3.5}}},
     "tls": {"secretName": "hub-tls"},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
+    "prometheusRule": {"enabled": True},
+    "grafanaDashboard": {"enabled": True},
     "podDisruptionBudget": {"minAvailable": 2},
     "service": {"type": "LoadBalancer", "port": 443},
     "extraEnv": [{"name": "SUANPAN_EXTRA", "value": "1"}],

@@ -4,6 +4,7 @@ reference. Server-side dry-run on a real apiserver: tests/e2e/test_helm_dry_run.
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -101,6 +102,13 @@ def test_hub_every_option(helm_bin: Path, tmp_path: Path) -> None:
     monitor = objs[("ServiceMonitor", "suanpan-hub")]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
+    monitoring = ROOT / "deploy" / "monitoring"
+    rule = objs[("PrometheusRule", "suanpan-hub")]
+    assert rule["spec"] == yaml.safe_load((monitoring / "alerts.yaml").read_text())
+    dashboard = objs[("ConfigMap", "suanpan-hub-dashboard")]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    shipped = json.loads((monitoring / "suanpan-dashboard.json").read_text())
+    assert json.loads(dashboard["data"]["suanpan-dashboard.json"]) == shipped
     assert objs[("PodDisruptionBudget", "suanpan-hub")]["spec"]["minAvailable"] == 2
     assert objs[("Service", "suanpan-hub")]["spec"]["type"] == "LoadBalancer"
 

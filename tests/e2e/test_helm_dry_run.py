@@ -4,7 +4,8 @@ stored), with minimal and with every-option values; the rendered kube-scheduler 
 is accepted by the real kube-scheduler.
 
 The namespaces the charts install into exist for real (a dry-run Namespace is not there for the
-Roles inside it); so does a minimal ServiceMonitor CRD, which a bare apiserver lacks.
+Roles inside it); so do minimal ServiceMonitor and PrometheusRule CRDs, which a bare
+apiserver lacks.
 """
 
 from __future__ import annotations
@@ -29,33 +30,37 @@ from tests.deploy.charts import (
 pytestmark = pytest.mark.e2e
 
 NAMESPACES = (NAMESPACE, "suanpan", "ai-jobs")
-SERVICE_MONITOR_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "servicemonitors.monitoring.coreos.com"},
-    "spec": {
-        "group": "monitoring.coreos.com",
-        "scope": "Namespaced",
-        "names": {
-            "kind": "ServiceMonitor",
-            "plural": "servicemonitors",
-            "singular": "servicemonitor",
+
+
+def _crd(kind: str) -> dict[str, Any]:
+    """A prometheus-operator CRD of `kind` that accepts any spec (a bare apiserver has none)."""
+    plural = kind.lower() + "s"
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+        "spec": {
+            "group": "monitoring.coreos.com",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower()},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "x-kubernetes-preserve-unknown-fields": True,
+                        }
+                    },
+                }
+            ],
         },
-        "versions": [
-            {
-                "name": "v1",
-                "served": True,
-                "storage": True,
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
+    }
+
+
+CRDS = [_crd("ServiceMonitor"), _crd("PrometheusRule")]
 
 
 class Kubectl:
@@ -80,23 +85,19 @@ class Kubectl:
 
 @pytest.fixture(scope="module")
 def kubectl(k8s_clusters: Environment) -> Iterator[Kubectl]:
-    """kubectl with the charts' namespaces and the ServiceMonitor CRD in place."""
+    """kubectl with the charts' namespaces and the prometheus-operator CRDs in place."""
     kc = Kubectl(k8s_clusters)
     namespaces = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": n}} for n in NAMESPACES
     ]
-    kc("apply", "-f", "-", stdin=yaml.safe_dump_all([*namespaces, SERVICE_MONITOR_CRD]))
-    kc(
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/servicemonitors.monitoring.coreos.com",
-    )
+    kc("apply", "-f", "-", stdin=yaml.safe_dump_all([*namespaces, *CRDS]))
+    crds = [f"crd/{c['metadata']['name']}" for c in CRDS]
+    kc("wait", "--for=condition=Established", "--timeout=30s", *crds)
     try:
         yield kc
     finally:
         kc("delete", "--wait=false", "--ignore-not-found", *(f"namespace/{n}" for n in NAMESPACES))
-        kc("delete", "--ignore-not-found", "crd/servicemonitors.monitoring.coreos.com")
+        kc("delete", "--ignore-not-found", *crds)
 
 
 @pytest.mark.parametrize(("chart", "values"), list(RENDERINGS.values()), ids=list(RENDERINGS))
