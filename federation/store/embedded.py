@@ -61,11 +61,14 @@ def running_server(datadir: Path) -> PostmasterInfo | None:
 
 
 class EmbeddedPostgres:
-    """A PostgreSQL server on `datadir` (kept), or on a temporary folder (deleted on stop)."""
+    """A PostgreSQL server on `datadir` (kept), or in a temporary folder (deleted on stop)."""
 
     def __init__(self, datadir: Path | None = None) -> None:
-        self._owns_dir = datadir is None
-        self.datadir = (datadir or Path(tempfile.mkdtemp(prefix="suanpan-pg-"))).resolve()
+        self._scratch: Path | None = None  # throw-away: holds the data and the lock file
+        if datadir is None:
+            self._scratch = Path(tempfile.mkdtemp(prefix="suanpan-pg-"))
+            datadir = self._scratch / "data"
+        self.datadir = datadir.resolve()
         self._user = SYSTEM_USER if os.geteuid() == 0 else None
         self._lock: IO[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -170,5 +173,5 @@ class EmbeddedPostgres:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
-        if self._owns_dir:
-            shutil.rmtree(self.datadir, ignore_errors=True)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
