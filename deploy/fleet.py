@@ -101,7 +101,7 @@ class Fleet:
     ) -> SimulatedCluster:
         """Simulate `profile_cluster` of a node profile as cluster `name`, with its agent."""
         entry = next(c for c in load_profile(profile).clusters if c.name == profile_cluster)
-        nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in entry.nodes]
+        nodes = [SimNodeSpec(n.name, n.labels, n.capacity, n.annotations) for n in entry.nodes]
         sim = SimulatedCluster(self.catalog, nodes, time_scale=self.time_scale)
         await self.attach(name, sim, region=region)
         return sim

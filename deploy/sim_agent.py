@@ -29,7 +29,10 @@ def simulated_backend(
     profile = {c.name: c for c in load_profile(Path(args.simulated)).clusters}
     if args.cluster not in profile:
         raise SystemExit(f"cluster {args.cluster!r} is not in {args.simulated}")
-    nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in profile[args.cluster].nodes]
+    nodes = [
+        SimNodeSpec(n.name, n.labels, n.capacity, n.annotations)
+        for n in profile[args.cluster].nodes
+    ]
     return SimulatedCluster(catalog, nodes, time_scale=args.time_scale)
 
 

@@ -13,7 +13,8 @@ Units: CPU in milli-cores, memory in MiB (both rounded up once, by the compiler)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Literal
 
@@ -133,14 +134,19 @@ class CompiledJob(_Compiled):
         """The tasks as the scheduling core models them."""
         return tuple(t.core for t in self.tasks)
 
-    def constraints(self, avoided: frozenset[str] = frozenset()) -> Constraints:
-        """Where the job may run, plus the clusters it should avoid (soft)."""
+    @cached_property
+    def _constraints(self) -> Constraints:
         return Constraints(
             regions=frozenset(self.regions),
             clusters=frozenset(self.clusters),
             cluster_selector=MappingProxyType(dict(self.cluster_selector)),
-            avoided_clusters=avoided,
         )
+
+    def constraints(self, avoided: frozenset[str] = frozenset()) -> Constraints:
+        """Where the job may run, plus the clusters it should avoid (soft)."""
+        if not avoided:
+            return self._constraints
+        return replace(self._constraints, avoided_clusters=avoided)
 
 
 @dataclass(frozen=True)

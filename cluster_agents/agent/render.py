@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 
-from cluster_agents.agent.backend import PodSpec, Toleration
+from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
+from federation.catalog import Catalog
 from federation.compiled import DeviceOption
 from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
@@ -34,23 +35,50 @@ def device_request_annotation(option: DeviceOption) -> str:
     )
 
 
-def render(assignment: Assignment, namespace: str) -> list[PodSpec]:
-    """The pods of an Active assignment, every replica of every task."""
+def cpu_only_exclusions(catalog: Catalog) -> tuple[NodeExclusion, ...]:
+    """The node anti-affinity of a CPU-only pod: no node that carries a catalog accelerator."""
+    return tuple(
+        NodeExclusion(key, tuple(sorted(values)))
+        for key, values in catalog.accelerator_node_labels().items()
+    )
+
+
+def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[PodSpec]:
+    """The pods of an Active assignment, every replica of every task.
+
+    The agent's `catalog` adds what only the cluster side knows: how the vendor's plugin learns
+    the extender's devices (a visible-devices variable read from the bind's annotation) and
+    which node labels mark accelerator nodes (CPU-only pods avoid them unless the task is
+    annotated `ACCELERATOR_NODES: allow`). A gang (assignment `gang`, more than one pod) is
+    created behind the `GANG_GATE` scheduling gate; its accelerator pods carry `GANG` /
+    `GANG_SIZE` for the extender's bind.
+    """
     job = str(assignment.job)
     hints = {(h.task, h.replica): h for h in assignment.hints}
+    gang = f"{job}-e{assignment.epoch}" if assignment.gang and assignment.replicas > 1 else ""
+    binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
     pods: list[PodSpec] = []
     for assigned in assignment.tasks:
         task, option = assigned.task, assigned.device
         requests = {"cpu": f"{task.cpu_milli}m", "memory": f"{task.memory_mib}Mi"}
         annotations = dict(task.annotations)
         tolerations: tuple[Toleration, ...] = ()
+        env_from: dict[str, str] = {}
+        avoid: tuple[NodeExclusion, ...] = ()
         image = task.image
+        if option is None and annotations.get(ann.ACCELERATOR_NODES) != "allow":
+            avoid = cpu_only_exclusions(catalog)
         if option is not None:
             requests.update(option.resources)
             annotations[ann.FLAVOR] = option.flavor
             annotations[ann.DEVICE_REQUEST] = device_request_annotation(option)
             tolerations = tuple(Toleration(t.key, t.effect) for t in option.tolerations)
             image = option.image
+            model = catalog.get(option.flavor)
+            allocation = model.allocation if model is not None else ()
+            env_from = {a.env: a.annotation for a in allocation if a.kind == "visible-env"}
+            if gang:
+                annotations |= {ann.GANG: gang, ann.GANG_SIZE: str(binding)}
         if not image:
             raise RenderError(f"task {task.name!r} has no image and no accelerator option")
         for replica in range(task.replicas):
@@ -85,6 +113,10 @@ def render(assignment: Assignment, namespace: str) -> list[PodSpec]:
                     priority=assignment.priority,
                     priority_class=f"suanpan-{assignment.priority_class}",
                     scheduler_name=ann.SCHEDULER_NAME,
+                    env_from_annotations=env_from,
+                    avoid_nodes=avoid,
+                    gang=gang,
+                    gated=bool(gang),
                 )
             )
     return pods

@@ -31,11 +31,12 @@ from federation.wire.agent import NodeInfo, Taint, device_infos
 
 @dataclass(frozen=True)
 class SimNodeSpec:
-    """A node to simulate: labels and capacity as a real node would advertise them."""
+    """A node to simulate: labels, capacity and annotations as a real node would have them."""
 
     name: str
     labels: Mapping[str, str]
     capacity: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)  # device plugins' registers
 
 
 @dataclass
@@ -62,6 +63,7 @@ class _Pod:
     started: float = 0.0
     reason: str = ""
     message: str = ""
+    gated: bool = False
 
 
 @dataclass
@@ -124,6 +126,7 @@ class SimulatedCluster:
                 reason=p.reason,
                 message=p.message,
                 created_at=p.created,
+                gated=p.gated,
             )
             for p in self._pods.values()
         ]
@@ -132,7 +135,14 @@ class SimulatedCluster:
         """Add pods that do not exist yet."""
         for spec in pods:
             if spec.name not in self._pods:
-                self._pods[spec.name] = _Pod(spec, self.now())
+                self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated)
+        self._step()
+
+    async def ungate_pods(self, names: list[str]) -> None:
+        """Let gated pods be scheduled."""
+        for name in names:
+            if name in self._pods:
+                self._pods[name].gated = False
         self._step()
 
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
@@ -149,7 +159,7 @@ class SimulatedCluster:
         """Add a node (as a cloud autoscaler or an operator would)."""
         resolved = [
             r
-            for r in resolve_node(self.catalog, spec.labels, {}, spec.capacity)
+            for r in resolve_node(self.catalog, spec.labels, spec.annotations, spec.capacity)
             if isinstance(r, ResolvedDevices)
         ]
         devices = None
@@ -200,7 +210,7 @@ class SimulatedCluster:
         now = self.now()
         changed = False
         pending = sorted(
-            (p for p in self._pods.values() if p.phase == "Pending" and not p.node),
+            (p for p in self._pods.values() if p.phase == "Pending" and not p.node and not p.gated),
             key=lambda p: (-p.spec.priority, p.created, p.spec.name),
         )
         for pod in pending:

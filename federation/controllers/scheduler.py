@@ -33,6 +33,9 @@ class CycleReport:
     pending: int
     written: writer.Written
     seconds: float
+    read_s: float = 0.0  # phase 1: the snapshot
+    core_s: float = 0.0  # phase 2: the pure core
+    write_s: float = 0.0  # phase 4: the decisions
 
 
 class SchedulerLoop:
@@ -50,6 +53,7 @@ class SchedulerLoop:
         self.catalog = catalog
         self.config = config or HubConfig()
         self._compiled = snapshot.CompiledCache()
+        self._fleet = snapshot.FleetCache()
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
@@ -59,22 +63,34 @@ class SchedulerLoop:
         start = time.perf_counter()
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            read = await snapshot.read(conn, self.catalog, now=time.time(), cache=self._compiled)
+            read = await snapshot.read(
+                conn, self.catalog, now=time.time(), cache=self._compiled, fleet_cache=self._fleet
+            )
+        read_done = time.perf_counter()
         held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
         result = await asyncio.to_thread(
             schedule, snap, read.pending, now=time.time(), config=self.config.core
         )
+        core_done = time.perf_counter()
         if not await self.leadership.held():
             raise LostLeadership()
         async with self.db.transaction() as conn:
             written = await writer.write(conn, read, result)
+        write_done = time.perf_counter()
         for placed in result.placed:
             self._held.pop(placed.placement.job.id, None)
         for preempted in result.preempted:
             self._held[preempted.preemptor.id] = preempted.reservation
         self._held = {k: v for k, v in self._held.items() if k in read.refs}
-        report = CycleReport(len(read.pending), written, time.perf_counter() - start)
+        report = CycleReport(
+            len(read.pending),
+            written,
+            time.perf_counter() - start,
+            read_done - start,
+            core_done - read_done,
+            write_done - core_done,
+        )
         metrics.CYCLE_SECONDS.observe(report.seconds)
         metrics.PENDING.set(len(result.pending))
         for kind in ("placed", "preempted", "rejected"):

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, IllegalTransition, NotFound
@@ -128,26 +130,6 @@ async def move_job(
 # --- placements ---------------------------------------------------------------------------
 
 
-async def open_placement(
-    conn: AsyncConnection,
-    job_id: uuid.UUID,
-    epoch: int,
-    cluster_id: uuid.UUID,
-    assignment: Mapping[str, Any],
-) -> None:
-    """A new Active placement of the job on a cluster; its agent is woken."""
-    await conn.execute(
-        sa.insert(placements).values(
-            job_id=job_id,
-            epoch=epoch,
-            cluster_id=cluster_id,
-            assignment=dict(assignment),
-            state="Active",
-        )
-    )
-    await notify(conn, PLACEMENTS, str(cluster_id))
-
-
 async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
     """Mark the job's active placements released, with a new revision so agents notice."""
     released = await conn.execute(
@@ -204,3 +186,100 @@ async def clusters_silent(
         .returning(clusters.c.id, clusters.c.name)
     )
     return [(r.id, r.name) for r in moved]
+
+
+# --- batched placement (the scheduling loop's write-back) -----------------------------------
+
+
+@dataclass(frozen=True)
+class NewPlacement:
+    """One placement decision of a cycle, for a job read at `version`."""
+
+    job_id: uuid.UUID
+    version: int
+    cluster_id: uuid.UUID
+    epoch: int
+    flavors: Mapping[str, str | None]  # task -> flavor
+    hints: list[dict[str, Any]]
+    message: str
+    data: Mapping[str, Any]
+
+
+_PLACE = sa.text(
+    """
+    UPDATE jobs SET state = 'Placed', reason = 'Placed', version = jobs.version + 1,
+        updated_at = now(), cluster_id = v.cluster_id, epoch = v.epoch,
+        pending_reasons = '{}'::jsonb, not_before = NULL
+    FROM jsonb_to_recordset(:items) AS v(id uuid, version int, cluster_id uuid, epoch bigint)
+    WHERE jobs.id = v.id AND jobs.version = v.version AND jobs.state = 'Queued'
+    RETURNING jobs.id
+    """
+).bindparams(sa.bindparam("items", type_=JSONB))
+_OPEN = sa.text(
+    """
+    WITH p AS (
+        INSERT INTO placements (job_id, epoch, cluster_id, assignment, state)
+        SELECT v.id, v.epoch, v.cluster_id, v.assignment, 'Active'
+        FROM jsonb_to_recordset(:items)
+            AS v(id uuid, epoch bigint, cluster_id uuid, assignment jsonb)
+    ), e AS (
+        INSERT INTO events (job_id, kind, reason, message, data)
+        SELECT v.id, 'Job', 'Placed', v.message, v.data
+        FROM jsonb_to_recordset(:items) AS v(id uuid, message text, data jsonb)
+    )
+    UPDATE tasks SET flavor = t.flavor
+    FROM jsonb_to_recordset(:tasks) AS t(job_id uuid, name text, flavor text)
+    WHERE tasks.job_id = t.job_id AND tasks.name = t.name
+    """
+).bindparams(sa.bindparam("items", type_=JSONB), sa.bindparam("tasks", type_=JSONB))
+
+
+async def place_jobs(conn: AsyncConnection, items: list[NewPlacement]) -> set[uuid.UUID]:
+    """Move Queued jobs to Placed and open their placements, in three statements whatever
+    their number; a job whose version moved meanwhile (cancelled, say) is skipped. Returns
+    the ids placed."""
+    if not items:
+        return set()
+    transition("job", "Queued", "Placed")
+    rows = await conn.execute(
+        _PLACE,
+        {
+            "items": [
+                {
+                    "id": str(i.job_id),
+                    "version": i.version,
+                    "cluster_id": str(i.cluster_id),
+                    "epoch": i.epoch,
+                }
+                for i in items
+            ]
+        },
+    )
+    placed = {r.id for r in rows}
+    done = [i for i in items if i.job_id in placed]
+    if not done:
+        return placed
+    await conn.execute(
+        _OPEN,
+        {
+            "items": [
+                {
+                    "id": str(i.job_id),
+                    "epoch": i.epoch,
+                    "cluster_id": str(i.cluster_id),
+                    "assignment": {"flavors": dict(i.flavors), "hints": i.hints},
+                    "message": i.message,
+                    "data": {"from": "Queued", "to": "Placed", **dict(i.data)},
+                }
+                for i in done
+            ],
+            "tasks": [
+                {"job_id": str(i.job_id), "name": name, "flavor": flavor}
+                for i in done
+                for name, flavor in i.flavors.items()
+            ],
+        },
+    )
+    for cluster_id in {i.cluster_id for i in done}:
+        await notify(conn, PLACEMENTS, str(cluster_id))
+    return placed

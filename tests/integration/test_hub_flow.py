@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from federation.catalog import load_catalog
+from federation.controllers import snapshot
 from federation.controllers.scheduler import SchedulerLoop
 from federation.store.tables import jobs
 from tests.integration.conftest import Hub
@@ -374,3 +375,23 @@ async def test_queue_usage_is_the_ledger_the_scheduler_charges(hub: Hub) -> None
     assert queue["usage"][FLAVOR] == 2 * 2 * 1000  # the flavor's own count, not 8
     assert queue["usage"]["compute"] == round(2 * 2 * 1000 * speed)
     assert (queue["usage"]["cpu"], queue["usage"]["memory"]) == (16000, 65536)
+
+
+async def test_every_queued_job_is_considered_within_a_bounded_number_of_cycles(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No silent cap: past the head, a window rotates over the rest of the queue."""
+    monkeypatch.setattr(snapshot, "HEAD", 2)
+    monkeypatch.setattr(snapshot, "WINDOW", 3)
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("n1", used=6)])
+    ids = []
+    for n in range(12):
+        _, job = await hub.call("POST", "/v1/jobs", user, json=_job(f"w{n}", replicas=1, count=4))
+        ids.append(job["id"])
+    loop = await _loop(hub)
+    for _ in range(-(-(12 - 2) // 3)):  # ceil((queued - HEAD) / WINDOW) cycles
+        await loop.cycle()
+    for job_id in ids:
+        _, why = await hub.call("GET", f"/v1/jobs/{job_id}/explain", user)
+        assert why["clusters"] and "next scheduling cycle" not in why["summary"], job_id
