@@ -23,6 +23,7 @@ HUB_FULL: dict[str, Any] = {
     "image": {"repository": "registry.internal/suanpan", "digest": "sha256:" + "ab" * 32},
     "database": {"existingSecret": "pg", "key": "url"},
     "adminToken": {"existingSecret": "hub-admin"},
+    "config": {"scheduling": {"intervalSeconds": 2.0}, "gang": {"timeoutSeconds": 300}},
     "catalogOverrides": {"models": {"nvidia/H100": {"speed": 3.5}}},
     "tls": {"secretName": "hub-tls"},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},

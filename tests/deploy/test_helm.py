@@ -15,6 +15,7 @@ import yaml
 
 from cluster_agents.extender.config import render, scheduler_config
 from federation.catalog import load_catalog
+from federation.hubconfig import load_hub_config
 from tests.deploy.charts import (
     CHARTS,
     HUB_FULL,
@@ -93,12 +94,15 @@ def test_hub_every_option(helm_bin: Path, tmp_path: Path) -> None:
         "secretKeyRef": {"name": "hub-admin", "key": "admin-token"}
     }
     assert env["SUANPAN_TLS_CERT"] == "/etc/suanpan/tls/tls.crt"
-    assert env["SUANPAN_CATALOG_OVERRIDES"] == "/etc/suanpan/catalog/overrides.yaml"
+    assert env["SUANPAN_CONFIG"] == "/etc/suanpan/config/hub.yaml"
+    assert env["SUANPAN_CATALOG_OVERRIDES"] == "/etc/suanpan/config/catalog-overrides.yaml"
     assert env["SUANPAN_EXTRA"] == "1"
     volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "hub-tls"
-    overrides = yaml.safe_load(objs[("ConfigMap", "suanpan-hub-catalog")]["data"]["overrides.yaml"])
-    assert overrides == HUB_FULL["catalogOverrides"]
+    files = objs[("ConfigMap", "suanpan-hub-config")]["data"]
+    assert yaml.safe_load(files["catalog-overrides.yaml"]) == HUB_FULL["catalogOverrides"]
+    (tmp_path / "hub.yaml").write_text(files["hub.yaml"])
+    assert load_hub_config(tmp_path / "hub.yaml").interval_s == 2.0  # the hub accepts it
     monitor = objs[("ServiceMonitor", "suanpan-hub")]
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["spec"]["endpoints"][0]["path"] == "/metrics"
