@@ -263,3 +263,16 @@ async def state_counts(conn: AsyncConnection) -> list[tuple[str, str, str, int]]
         .group_by(tenants.c.name, queues.c.name, jobs.c.state)
     )
     return [(r[0], r[1], r[2], int(r[3])) for r in rows]
+
+
+async def queued_counts(conn: AsyncConnection) -> list[tuple[str, str, int, int, float]]:
+    """(tenant, queue, priority, queued jobs, seconds the oldest has waited) (for metrics)."""
+    age = sa.func.extract("epoch", sa.func.now() - sa.func.min(jobs.c.queued_at))
+    rows = await conn.execute(
+        sa.select(tenants.c.name, queues.c.name, jobs.c.priority, sa.func.count(), age)
+        .join(tenants, tenants.c.id == jobs.c.tenant_id)
+        .join(queues, queues.c.id == jobs.c.queue_id)
+        .where(jobs.c.state == "Queued")
+        .group_by(tenants.c.name, queues.c.name, jobs.c.priority)
+    )
+    return [(r[0], r[1], int(r[2]), int(r[3]), max(0.0, float(r[4]))) for r in rows]
