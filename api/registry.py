@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -14,7 +15,14 @@ from pydantic.json_schema import models_json_schema
 
 from api.auth import PRINCIPAL
 from api.problems import invalid
-from federation.errors import Forbidden, InvalidInput, Unauthorized
+from federation.errors import (
+    FieldError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    SuanpanError,
+    Unauthorized,
+)
 from federation.store.records import Principal, Role
 
 M = TypeVar("M", bound=BaseModel)
@@ -23,6 +31,9 @@ ALL_ROLES: frozenset[Role] = frozenset({"admin", "member", "viewer", "agent"})
 READERS: frozenset[Role] = frozenset({"admin", "member", "viewer"})
 WRITERS: frozenset[Role] = frozenset({"admin", "member"})
 ADMIN: frozenset[Role] = frozenset({"admin"})
+BODY_TIMEOUT_S = 60.0  # a client that announces a body must send all of it within this
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+HEADER_PATTERN = "^[!-~]{1,128}$"  # the documented form of the headers operations read
 
 
 @dataclass
@@ -90,16 +101,71 @@ class Operation:
         return self.handler.__name__
 
 
-def _load_body(raw: bytes, content_type: str) -> Any:
+class _YamlLoader(yaml.SafeLoader):
+    """Safe YAML that means what its JSON form means: no aliases (no expansion bombs) and no
+    timestamps (JSON has none; an unquoted date stays the string it looks like)."""
+
+    yaml_implicit_resolvers = {
+        first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases (*name) are not accepted")
+        return super().compose_node(parent, index)
+
+
+class BodyTimeout(SuanpanError):
+    """The client announced a body and did not send it in time."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the request body did not arrive within {BODY_TIMEOUT_S:g} s",
+            408,
+            "Request timeout",
+            "timeout",
+        )
+
+
+def _as_json(raw: bytes, content_type: str) -> bytes:
+    """The body as JSON text: YAML bodies are converted, JSON ones passed through."""
     if not raw:
         raise InvalidInput("a request body is required")
+    if content_type not in YAML_TYPES:
+        return raw
     try:
-        if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
-            return yaml.safe_load(raw)
-        return json.loads(raw)
-    except (ValueError, yaml.YAMLError) as exc:
-        kind = "YAML" if "yaml" in content_type else "JSON"
-        raise InvalidInput(f"body is not valid {kind}: {str(exc).splitlines()[0]}") from exc
+        data = yaml.load(raw, Loader=_YamlLoader)
+        return json.dumps(data, allow_nan=False).encode()
+    except RecursionError as exc:
+        raise InvalidInput("body is not valid YAML: nested too deeply") from exc
+    except (ValueError, TypeError, yaml.YAMLError) as exc:
+        raise InvalidInput(f"body is not valid YAML: {str(exc).splitlines()[0]}") from exc
+
+
+def parse_body(model: type[M], raw: bytes, content_type: str) -> M:
+    """Validate a JSON or YAML body against `model` strictly: JSON types exactly as declared."""
+    try:
+        return model.model_validate_json(_as_json(raw, content_type), strict=True)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        if first["type"] == "json_invalid":
+            raise InvalidInput(f"body is not valid JSON: {first['ctx']['error']}") from exc
+        raise invalid(exc, "request body") from exc
+
+
+def parse_query(model: type[M], request: web.Request) -> M:
+    """Validate query parameters against `model`; each may be given once."""
+    repeated = sorted({k for k in request.query if len(request.query.getall(k)) > 1})
+    if repeated:
+        raise InvalidInput(
+            f"query parameter {repeated[0]!r} is given more than once",
+            [FieldError(f"query.{k}", "given more than once", "one value") for k in repeated],
+        )
+    try:
+        return model.model_validate(dict(request.query), strict=True)
+    except ValidationError as exc:
+        raise invalid(exc, "query", ("query",)) from exc
 
 
 class Api:
@@ -162,22 +228,24 @@ def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResp
                 raise Unauthorized()
             if principal.role not in op.roles:
                 raise Forbidden(f"role {principal.role!r} may not {op.summary.lower()}")
-        query = None
-        if op.query is not None:
-            try:
-                query = op.query.model_validate(dict(request.query))
-            except ValidationError as exc:
-                raise invalid(exc, "query", ("query",)) from exc
+        for name, value in request.match_info.items():
+            if "\x00" in value:  # no stored name holds NUL: nothing by that name exists
+                raise NotFound(name, value)
+        query = None if op.query is None else parse_query(op.query, request)
         body = None
         if op.body is not None:
-            raw = await request.read()
+            if (request.content_length or 0) > op.max_body:
+                raise web.HTTPRequestEntityTooLarge(
+                    max_size=op.max_body, actual_size=request.content_length or 0
+                )
+            try:
+                async with asyncio.timeout(BODY_TIMEOUT_S):
+                    raw = await request.read()
+            except TimeoutError as exc:
+                raise BodyTimeout() from exc
             if len(raw) > op.max_body:
                 raise web.HTTPRequestEntityTooLarge(max_size=op.max_body, actual_size=len(raw))
-            data = _load_body(raw, request.content_type)
-            try:
-                body = op.body.model_validate(data)
-            except ValidationError as exc:
-                raise invalid(exc, "request body") from exc
+            body = parse_body(op.body, raw, request.content_type)
         reply = await op.handler(Call(request, principal, body, query))
         if isinstance(reply, web.StreamResponse):
             return reply
@@ -258,7 +326,7 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
                 "name": h,
                 "in": "header",
                 "required": False,
-                "schema": {"type": "string", "maxLength": 128},
+                "schema": {"type": "string", "pattern": HEADER_PATTERN},
             }
             for h in op.headers
         ]

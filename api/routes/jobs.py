@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 from api.auth import tenant_scope
 from api.context import ctx
-from api.registry import WRITERS, Call, Reply
+from api.registry import HEADER_PATTERN, WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, job_out, parse_id
 from api.schemas import ClusterReason, EventList, EventQuery, Explanation, JobList, JobOut, JobQuery
@@ -20,6 +21,7 @@ from federation.store.tenancy import SubmissionTarget
 from federation.to_core import JobFacts, UnknownFlavor, core_job
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
 
 
 async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
@@ -101,10 +103,16 @@ async def submit_job(call: Call) -> Reply:
     """Queue a job; with `Idempotency-Key`, a retry returns the first job (200)."""
     manifest = call.body_as(JobManifest)
     key = call.request.headers.get(IDEMPOTENCY_HEADER)
-    if key is not None and not 1 <= len(key) <= 128:
+    if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
         raise InvalidInput(
-            f"{IDEMPOTENCY_HEADER} must be 1 to 128 characters",
-            [FieldError(f"header.{IDEMPOTENCY_HEADER}", "bad length", "1..128 characters")],
+            f"{IDEMPOTENCY_HEADER} must be 1 to 128 printable ASCII characters",
+            [
+                FieldError(
+                    f"header.{IDEMPOTENCY_HEADER}",
+                    "must be 1 to 128 printable ASCII characters, no space",
+                    f"matches {HEADER_PATTERN}",
+                )
+            ],
         )
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
