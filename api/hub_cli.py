@@ -47,13 +47,14 @@ async def serve(settings: HubSettings) -> None:
 
     from api.app import create_app
     from api.context import CONTEXT
+    from api.security import HubRunner
 
     async with database(settings) as db:
         token = await ensure_admin_token(db, settings.admin_token)
         if token is not None and settings.admin_token is None:
             print(f"first admin token (shown once): {token}", flush=True)
         app = create_app(db)
-        runner = web.AppRunner(app, access_log=None)
+        runner = HubRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
         await site.start()
@@ -70,6 +71,16 @@ async def serve(settings: HubSettings) -> None:
         if controllers is not None:
             await controllers
         await runner.cleanup()
+
+
+async def _migrate(url: str) -> str:
+    """Migrate to the latest schema; say from where to where, or that nothing was to do."""
+    before = await migrate.current_revision(url)
+    await migrate.upgrade(url)
+    after = await migrate.current_revision(url)
+    if before == after:
+        return f"database already at the latest schema ({after})"
+    return f"database migrated from {before or 'an empty schema'} to {after} (the latest)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -92,8 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.database_url is None:
             print("suanpan-hub migrate: set DATABASE_URL", file=sys.stderr)
             return 2
-        asyncio.run(migrate.upgrade(settings.database_url))
-        print("database is at the latest schema")
+        print(asyncio.run(_migrate(settings.database_url)))
         return 0
     settings = replace(
         settings,
