@@ -113,8 +113,9 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         if exc.status < 400:
             raise
         kinds = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return problem_response(
-            exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http")
+            exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http"), allow
         )
     except (
         OSError,

@@ -6,12 +6,12 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.auth import PRINCIPAL
 from api.problems import invalid
@@ -263,25 +263,31 @@ def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResp
 
 
 _ERROR_TEXT = {
-    400: "Bad request",
+    400: "Bad request: the request line or a header is too long or malformed",
     401: "No valid bearer token",
     403: "The token's role may not do this",
     404: "Not found (or not visible to this token)",
     409: "Conflict with the current state",
+    408: "The announced body did not arrive in time",
     413: "Body too large",
     422: "Invalid input: problem document with field errors",
+    503: "The database does not answer; retry later",
 }
 
 
 def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of every registered operation."""
-    models: set[type[BaseModel]] = set()
+    # bodies as they are validated, responses as they are serialized (aliases, computed names)
+    keyed: set[tuple[type[BaseModel], JsonSchemaMode]] = set()
     for op in api.operations:
-        models.update(m for m in (op.body, op.response) if m is not None)
-    mode: Literal["validation"] = "validation"
-    keyed = [(m, mode) for m in sorted(models, key=lambda m: m.__name__)]
+        if op.body is not None:
+            keyed.add((op.body, "validation"))
+        if op.response is not None:
+            keyed.add((op.response, "serialization"))
     refs, schema = models_json_schema(
-        keyed, by_alias=True, ref_template="#/components/schemas/{model}"
+        sorted(keyed, key=lambda k: (k[0].__name__, k[1])),
+        by_alias=True,
+        ref_template="#/components/schemas/{model}",
     )
     components = dict(schema.get("$defs", {}))
     components["Problem"] = {
@@ -345,12 +351,17 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             }
         ok: dict[str, Any] = {"description": "OK"}
         if op.response is not None:
-            ok["content"] = {"application/json": {"schema": refs[(op.response, "validation")]}}
+            ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
+        links = _links(op, api.operations)
+        if links:
+            ok["links"] = links
         item["responses"][str(op.status)] = ok
         codes = (
             set(op.errors)
+            | {400, 503}  # an unreadable request; the database is down
             | ({401, 403} if op.roles else set())
             | ({422} if op.body or op.query else set())
+            | ({408, 413} if op.body else set())
         )
         for code in sorted(codes):
             item["responses"][str(code)] = {
@@ -369,6 +380,27 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _links(producer: Operation, operations: Iterable[Operation]) -> dict[str, Any]:
+    """OpenAPI links from an operation that creates a resource to those that act on it.
+
+    `POST /v1/tenants` creates what `/v1/tenants/{tenant}...` names when that is the only new
+    path parameter: it comes from the response (`id` for `*_id` parameters, else `name`), the
+    others from the creating request's own path.
+    """
+    if producer.method != "POST" or producer.status != 201:
+        return {}
+    known = set(_path_params(producer.path))
+    out: dict[str, Any] = {}
+    for op in operations:
+        new = [p for p in _path_params(op.path) if p not in known]
+        if not op.path.startswith(producer.path + "/{") or len(new) != 1:
+            continue
+        params = {name: f"$request.path.{name}" for name in _path_params(op.path) if name in known}
+        params[new[0]] = "$response.body#/" + ("id" if new[0].endswith("_id") else "name")
+        out[op.operation_id] = {"operationId": op.operation_id, "parameters": params}
+    return out
 
 
 def _path_params(path: str) -> list[str]:

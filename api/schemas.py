@@ -56,7 +56,7 @@ def _query_float(value: object) -> object:
     return value
 
 
-QueryInt = Annotated[int, BeforeValidator(_query_int), Field(le=INT64_MAX)]
+QueryInt = Annotated[int, Field(le=INT64_MAX), BeforeValidator(_query_int)]
 QueryFloat = Annotated[float, BeforeValidator(_query_float)]
 
 

@@ -163,7 +163,15 @@ async def get_job(call: Call) -> Reply:
     return Reply(200, job_out(job))
 
 
-@API.op("GET", "/v1/jobs", summary="List jobs", tag="jobs", query=JobQuery, response=JobList)
+@API.op(
+    "GET",
+    "/v1/jobs",
+    summary="List jobs",
+    tag="jobs",
+    query=JobQuery,
+    response=JobList,
+    errors=(404,),
+)
 async def list_jobs(call: Call) -> Reply:
     """Jobs newest first, filtered, with cursor pagination."""
     q = call.query_as(JobQuery)
