@@ -37,6 +37,8 @@ EXCLUDED_CHECKS = "positive_data_acceptance"
 # links come from the document and from Location headers; guessing them from names pairs a
 # tenant's name with a queue's path parameter and reports the missing queue as a failure
 CONFIG = '[phases.stateful.inference]\nalgorithms = ["location-headers"]\n'
+EXAMPLES = 50  # per operation, in the long pass
+MANIFESTS = 2000
 
 
 @contextlib.contextmanager
@@ -334,13 +336,13 @@ def run() -> list[Figure]:
         with serve_hub(db_url, workdir / "hub.log") as url:
             tenant = seed(url)
             start = time.perf_counter()
-            api = schemathesis(url, tenant, workdir, max_examples=100)
-            manifests = fuzz_manifests(url, tenant, examples=3000)
+            api = schemathesis(url, tenant, workdir, max_examples=EXAMPLES)
+            manifests = fuzz_manifests(url, tenant, examples=MANIFESTS)
             seconds = time.perf_counter() - start
     finally:
         asyncio.run(pg.stop())
         shutil.rmtree(workdir, ignore_errors=True)
-    params = {"max_examples": 100, "manifests": manifests.cases, "seconds": round(seconds)}
+    params = {"max_examples": EXAMPLES, "manifests": manifests.cases, "seconds": round(seconds)}
     return [
         Figure("fuzz_schemathesis_cases", api.cases, "cases", True, params),
         Figure("fuzz_schemathesis_failures", len(api.failures), "failures", False, params),
