@@ -243,3 +243,26 @@ async def test_pages_forbid_framing_and_foreign_scripts(hub: Hub, path: str) -> 
 def test_the_web_view_keeps_no_token_in_local_storage() -> None:
     page = (Path(api.registry.__file__).parent / "web" / "index.html").read_text()
     assert "localStorage" not in page and "sessionStorage" in page
+
+
+async def test_an_undeclared_method_is_a_405_with_allow(hub: Hub) -> None:
+    resp = await hub.client.request("TRACE", "/healthz")
+    assert resp.status == 405 and "GET" in resp.headers["Allow"]
+    assert resp.content_type == "application/problem+json"
+
+
+async def test_the_document_describes_what_is_sent_and_links_what_is_created(hub: Hub) -> None:
+    _, doc = await hub.call("GET", "/openapi.json", None)
+    schemas = doc["components"]["schemas"]
+    assert "memoryMib" in schemas["FlavorOut"]["properties"]
+    assert "preemptibleDefault" in schemas["PriorityClassOut"]["properties"]
+    created = doc["paths"]["/v1/tenants"]["post"]["responses"]["201"]["links"]
+    assert created["get_tenant"]["parameters"] == {"tenant": "$response.body#/name"}
+    queue = doc["paths"]["/v1/tenants/{tenant}/queues"]["post"]["responses"]["201"]["links"]
+    assert queue["get_queue"]["parameters"] == {
+        "tenant": "$request.path.tenant",
+        "queue": "$response.body#/name",
+    }
+    for path, item in doc["paths"].items():
+        for method, op in item.items():
+            assert {"400", "503"} <= set(op["responses"]), (method, path)
