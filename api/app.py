@@ -14,6 +14,7 @@ from api.problems import problem_middleware
 from api.routes import API
 from api.security import secure_headers
 from federation.catalog import Catalog, load_catalog
+from federation.hubconfig import HubConfig
 from federation.store.database import Database
 from federation.store.listener import JOBS, PLACEMENTS, Listener
 
@@ -22,7 +23,11 @@ VERSION = "0.1.0"
 
 
 def create_app(
-    db: Database, *, version: str = VERSION, catalog: Catalog | None = None
+    db: Database,
+    *,
+    version: str = VERSION,
+    catalog: Catalog | None = None,
+    config: HubConfig | None = None,
 ) -> web.Application:
     """Build the REST application over `db` (the caller owns the database's lifetime)."""
     catalog = catalog or load_catalog()
@@ -31,7 +36,11 @@ def create_app(
         client_max_size=MAX_BODY_BYTES,
     )
     app[CONTEXT] = HubContext(
-        db=db, version=version, catalog=catalog, fleet_check=FleetCheck(db, catalog)
+        db=db,
+        version=version,
+        catalog=catalog,
+        fleet_check=FleetCheck(db, catalog),
+        config=config or HubConfig(),
     )
     app.cleanup_ctx.append(_listen)
     app.on_response_prepare.append(secure_headers)

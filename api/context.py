@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from api.feasibility import FleetCheck
 from federation.catalog import Catalog
+from federation.hubconfig import HubConfig
 from federation.store.database import Database
 from federation.store.listener import Listener
 
@@ -20,6 +21,7 @@ class HubContext:
     version: str
     catalog: Catalog
     fleet_check: FleetCheck
+    config: HubConfig = field(default_factory=HubConfig)
     listener: Listener | None = None
 
 

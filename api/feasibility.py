@@ -9,14 +9,11 @@ first clusters may simply not have registered yet.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import time
-from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from federation.catalog import Catalog
+from federation.compiled import CompiledJob
 from federation.controllers.snapshot import clusters_of_fleet, queue_models
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import Rejected
@@ -57,7 +54,7 @@ class FleetCheck:
         self.ttl_s = ttl_s
         self._fleet: tuple[tuple[Cluster, ...], tuple[Queue, ...]] | None = None
         self._read_at = 0.0
-        self._verdicts: dict[str, Rejected | None] = {}
+        self._verdicts: dict[tuple[str, str], Rejected | None] = {}
         self._lock = asyncio.Lock()
 
     async def _snapshot(self) -> tuple[tuple[Cluster, ...], tuple[Queue, ...]]:
@@ -71,14 +68,13 @@ class FleetCheck:
                 self._verdicts.clear()
             return self._fleet
 
-    async def rejection(self, job: Job, shape: Mapping[str, Any]) -> Rejected | None:
-        """Why `job` can never run in this fleet, or None when it could (or nothing is known)."""
+    async def rejection(self, job: Job, shape: CompiledJob) -> Rejected | None:
+        """Why `job` (compiled as `shape`) can never run in this fleet, or None when it could
+        (or nothing is known)."""
         clusters, queues = await self._snapshot()
         if not clusters:
             return None
-        key = hashlib.sha256(
-            json.dumps([job.queue, shape], sort_keys=True, default=str).encode()
-        ).hexdigest()
+        key = (job.queue, shape.model_dump_json())
         if key not in self._verdicts:
             snapshot = Snapshot(clusters=clusters, queues=queues)
             result = await asyncio.to_thread(

@@ -10,11 +10,14 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
+from federation.hubconfig import ConfigError, HubConfig, load_hub_config
 from federation.settings import HubSettings
 from federation.store import migrate
+from federation.store.backfill import compile_uncompiled
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
@@ -31,6 +34,7 @@ async def database(settings: HubSettings) -> AsyncIterator[Database]:
         embedded = EmbeddedPostgres()
         url = await embedded.start()
         await migrate.upgrade(url)
+        await compile_uncompiled(url, load_catalog())
         log.warning("DATABASE_URL unset: using a throw-away embedded PostgreSQL")
     db = Database(url)
     try:
@@ -41,7 +45,7 @@ async def database(settings: HubSettings) -> AsyncIterator[Database]:
             await embedded.stop()
 
 
-async def serve(settings: HubSettings) -> None:
+async def serve(settings: HubSettings, config: HubConfig) -> None:
     """Serve the API until SIGINT/SIGTERM."""
     from aiohttp import web
 
@@ -53,7 +57,8 @@ async def serve(settings: HubSettings) -> None:
         token = await ensure_admin_token(db, settings.admin_token)
         if token is not None and settings.admin_token is None:
             print(f"first admin token (shown once): {token}", flush=True)
-        app = create_app(db)
+        catalog = load_catalog()
+        app = create_app(db, catalog=catalog, config=config)
         runner = HubRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
@@ -65,7 +70,7 @@ async def serve(settings: HubSettings) -> None:
             loop.add_signal_handler(sig, stop.set)
         controllers = None
         if settings.controllers:
-            scheduler = SchedulerLoop(db, load_catalog(), listener=app[CONTEXT].listener)
+            scheduler = SchedulerLoop(db, catalog, config=config, listener=app[CONTEXT].listener)
             controllers = asyncio.create_task(scheduler.run(stop))
         await stop.wait()
         if controllers is not None:
@@ -91,6 +96,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--host", help="listen address (default $SUANPAN_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="listen port (default $SUANPAN_PORT or 8080)")
     run.add_argument(
+        "--config",
+        type=Path,
+        help="scheduling configuration file (YAML, see docs/operator-guide.md; "
+        "default $SUANPAN_CONFIG, else built-in defaults)",
+    )
+    run.add_argument(
         "--api-only",
         action="store_true",
         help="serve the API without competing to lead the controllers",
@@ -104,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("suanpan-hub migrate: set DATABASE_URL", file=sys.stderr)
             return 2
         print(asyncio.run(_migrate(settings.database_url)))
+        compiled, failed = asyncio.run(compile_uncompiled(settings.database_url, load_catalog()))
+        if compiled or failed:
+            print(f"compiled {compiled} earlier jobs; {failed} could not be and were failed")
         return 0
     settings = replace(
         settings,
@@ -111,7 +125,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port or settings.port,
         controllers=not args.api_only,
     )
-    asyncio.run(serve(settings))
+    try:
+        config = load_hub_config(args.config or settings.config_path)
+    except ConfigError as exc:
+        print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(settings, config))
     return 0
 
 

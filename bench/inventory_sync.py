@@ -1,6 +1,6 @@
 """Inventory sync: one simulated cluster of 1,000 and of 5,000 nodes reporting to a real hub.
 
-The agent runs as its own process (`suanpan-agent --simulated`), so its memory is measured
+The agent runs as its own process (`python -m deploy.sim_agent`), so its memory is measured
 on its own (RSS from /proc). Measured: time from agent start until the hub holds every node,
 the hub's write rate during that full sync (nodes and devices per second), and the time for a
 delta of 1 % of the nodes to reach the hub.
@@ -66,7 +66,7 @@ async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) 
     agent = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "cluster_agents.agent.cli",
+        "deploy.sim_agent",
         "--hub",
         hub_url,
         "--cluster",

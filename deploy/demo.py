@@ -124,8 +124,6 @@ async def jobs_table(fleet: Fleet) -> None:
     page = (await fleet.call("GET", "/v1/jobs", params={"limit": "100"}))["items"]
     rows = []
     for j in reversed(page):
-        flavors = sorted({str(t.get("flavor", "")) for t in j["spec"]["spec"]["tasks"]})
-        del flavors
         rows.append(
             [
                 j["id"][:8],

@@ -21,7 +21,8 @@ from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
 from deploy.local.processes import free_ports
 from deploy.local.profile import load_profile
 from federation.catalog import Catalog, load_catalog
-from federation.controllers.scheduler import LoopConfig, SchedulerLoop
+from federation.controllers.scheduler import SchedulerLoop
+from federation.hubconfig import HubConfig
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
@@ -44,7 +45,8 @@ class Fleet:
     port: int = field(default_factory=free_port)
     catalog: Catalog = field(default_factory=load_catalog)
     time_scale: float = 20.0
-    loop_config: LoopConfig = field(default_factory=lambda: LoopConfig(interval_s=0.2))
+    # gang timeout in the simulated clusters' clock (time_scale x faster than real time)
+    config: HubConfig = field(default_factory=lambda: HubConfig(interval_s=0.2, gang_timeout_s=600))
     clusters: dict[str, ClusterBackend] = field(default_factory=dict)
     agents: dict[str, tuple[Agent, asyncio.Event, asyncio.Task[None]]] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
@@ -60,7 +62,9 @@ class Fleet:
 
     async def start_hub(self) -> None:
         """Serve the hub API."""
-        self.runner = web.AppRunner(create_app(self.db), access_log=None)
+        self.runner = web.AppRunner(
+            create_app(self.db, catalog=self.catalog, config=self.config), access_log=None
+        )
         await self.runner.setup()
         await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
 
@@ -72,7 +76,7 @@ class Fleet:
 
     def start_loop(self) -> None:
         """Run the scheduling loop (leader election included)."""
-        loop = SchedulerLoop(self.db, self.catalog, config=self.loop_config)
+        loop = SchedulerLoop(self.db, self.catalog, config=self.config)
         self.loop_stop = asyncio.Event()
         self.loop_task = asyncio.create_task(loop.run(self.loop_stop))
 
@@ -97,7 +101,7 @@ class Fleet:
     ) -> SimulatedCluster:
         """Simulate `profile_cluster` of a node profile as cluster `name`, with its agent."""
         entry = next(c for c in load_profile(profile).clusters if c.name == profile_cluster)
-        nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in entry.nodes]
+        nodes = [SimNodeSpec(n.name, n.labels, n.capacity, n.annotations) for n in entry.nodes]
         sim = SimulatedCluster(self.catalog, nodes, time_scale=self.time_scale)
         await self.attach(name, sim, region=region)
         return sim
@@ -121,7 +125,6 @@ class Fleet:
                 region=region,
                 namespace=namespace,
                 poll_wait_s=1.0,
-                gang_timeout_s=600,
             ),
             self.clusters[name],
             self.catalog,

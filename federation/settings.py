@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
+
+from federation.hubconfig import CONFIG_ENV
 
 
 @dataclass(frozen=True)
@@ -15,13 +18,17 @@ class HubSettings:
     host: str = "127.0.0.1"
     port: int = 8080
     controllers: bool = True  # compete for leadership and run the scheduling loop
+    config_path: Path | None = None  # the operators' scheduling configuration file
 
     @classmethod
     def from_env(cls) -> HubSettings:
-        """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`."""
+        """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`,
+        `SUANPAN_CONFIG`."""
+        config = os.environ.get(CONFIG_ENV)
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,
             admin_token=os.environ.get("SUANPAN_ADMIN_TOKEN") or None,
             host=os.environ.get("SUANPAN_HOST", "127.0.0.1"),
             port=int(os.environ.get("SUANPAN_PORT", "8080")),
+            config_path=Path(config) if config else None,
         )

@@ -54,7 +54,10 @@ async def agent_register(call: Call) -> Reply:
     return Reply(
         200,
         RegistrationReply(
-            cluster=name, inventory_generation=generation, heartbeat_interval_s=HEARTBEAT_INTERVAL_S
+            cluster=name,
+            inventory_generation=generation,
+            heartbeat_interval_s=HEARTBEAT_INTERVAL_S,
+            gang_timeout_s=ctx(call.request).config.gang_timeout_s,
         ),
     )
 
@@ -124,6 +127,8 @@ async def agent_status(call: Call) -> Reply:
     async with ctx(call.request).db.transaction() as conn:
         await agents.heartbeat(conn, call.who.cluster_id)
         for update in call.body_as(StatusReport).updates:
-            outcome = await agents.apply_status(conn, call.who.cluster_id, update)
+            outcome = await agents.apply_status(
+                conn, call.who.cluster_id, update, ctx(call.request).config.retry
+            )
             counts[outcome.kind] += 1
     return Reply(200, StatusAck(**counts))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any
 
 from api.auth import tenant_scope
 from api.context import ctx
@@ -13,12 +12,13 @@ from api.registry import HEADER_PATTERN, WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, job_out, parse_id
 from api.schemas import ClusterReason, EventList, EventQuery, Explanation, JobList, JobOut, JobQuery
+from federation.compiled import CompiledJob, JobFacts, core_job
+from federation.compiler import CompileError, compile_job
 from federation.errors import FieldError, InvalidInput, NotFound, Unrunnable
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.tenancy import SubmissionTarget
-from federation.to_core import JobFacts, UnknownFlavor, core_job
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
@@ -65,21 +65,22 @@ async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
     return target
 
 
+def _compile(call: Call, manifest: JobManifest) -> CompiledJob:
+    """The manifest compiled against the hub's catalog; a 422 naming the field otherwise."""
+    try:
+        return compile_job(ctx(call.request).catalog, manifest)
+    except CompileError as exc:
+        raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
+
+
 async def _check_runnable(
-    call: Call, manifest: JobManifest, spec: dict[str, Any], queue: str, priority: int
+    call: Call, manifest: JobManifest, compiled: CompiledJob, queue: str, priority: int
 ) -> None:
-    """Refuse flavors the catalog lacks and jobs no cluster of the fleet could ever run."""
-    hub = ctx(call.request)
+    """Refuse jobs no cluster of the fleet could ever run."""
     facts = JobFacts(
         id="submission", queue=queue, priority=priority, preemptible=False, created_at=0
     )
-    try:
-        core = core_job(hub.catalog, facts, spec)
-    except UnknownFlavor as exc:
-        raise InvalidInput(
-            str(exc), [FieldError(exc.path, "matches no catalog model", "see /v1/flavors")]
-        ) from exc
-    rejected = await hub.fleet_check.rejection(core, spec["spec"])
+    rejected = await ctx(call.request).fleet_check.rejection(core_job(compiled, facts), compiled)
     if rejected is not None:
         raise Unrunnable(
             {cluster: str(status) for cluster, status in rejected.reasons.items()},
@@ -116,10 +117,11 @@ async def submit_job(call: Call) -> Reply:
         )
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    compiled = _compile(call, manifest)
     target = await _target(call, manifest)
     assert target.queue_id is not None and target.priority is not None
     await _check_runnable(
-        call, manifest, spec, f"{target.tenant}/{manifest.spec.queue}", target.priority
+        call, manifest, compiled, f"{target.tenant}/{manifest.spec.queue}", target.priority
     )
     async with ctx(call.request).db.transaction() as conn:
         job, created = await job_store.submit(
@@ -132,6 +134,7 @@ async def submit_job(call: Call) -> Reply:
                 name=manifest.metadata.name,
                 labels=manifest.metadata.labels,
                 spec=spec,
+                compiled=compiled.model_dump(mode="json", by_alias=True),
                 priority=target.priority,
                 priority_class=manifest.spec.priority_class,
                 preemptible=(
@@ -139,14 +142,7 @@ async def submit_job(call: Call) -> Reply:
                     if manifest.spec.preemptible is not None
                     else target.preemptible_default
                 ),
-                tasks=[
-                    (
-                        t.name,
-                        t.replicas,
-                        t.model_dump(mode="json", by_alias=True, exclude_none=True),
-                    )
-                    for t in manifest.spec.tasks
-                ],
+                tasks=[(t.name, t.replicas) for t in compiled.tasks],
                 idempotency_key=key,
                 request_hash=digest,
             ),

@@ -3,9 +3,13 @@
 Survives hub restarts and network cuts: every failure of a hub call ends the session, and the
 next session (after backoff with jitter) registers again, sends a full inventory, resumes
 assignments from the last revision and re-sends the current status of every placement. All
-three are idempotent on the hub. Pods of a placement the hub no longer holds, or of an older
-epoch, are deleted (fencing) — but only once the agent has caught up with the assignment
-stream, so a restarted agent never deletes work it has not heard about yet.
+three are idempotent on the hub. A status is sent again whenever its state, reason or message
+changes (a waiting pod's scheduler message included). Pods of a placement the hub no longer
+holds, or of an older epoch, are deleted (fencing) — but only once the agent has caught up with
+the assignment stream, so a restarted agent never deletes work it has not heard about yet.
+
+Gangs: their pods are created behind a scheduling gate, and the gates are lifted only once
+every pod of the gang exists (`gates_to_lift`), so the extender sees the whole gang at bind.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
 from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
+from federation.wire import annotations as ann
 from federation.wire.agent import (
     Assignment,
     InventoryReport,
@@ -50,9 +55,32 @@ class AgentConfig:
     agent_version: str = "0.1.0"
     poll_wait_s: float = 10.0
     grace_seconds: int = 30
-    gang_timeout_s: float = 120.0
     debounce_s: float = 0.1
     backoff_max_s: float = 30.0
+
+
+def _said(update: StatusUpdate) -> tuple[str, str, str]:
+    """What an update tells the hub: a change of any of it is worth sending again."""
+    return update.state, update.reason, update.message
+
+
+def gates_to_lift(wanted: dict[str, PodSpec], pods: list[PodStatus]) -> list[str]:
+    """Gated pods of gangs whose every pod exists: the accelerator pods (those the extender
+    binds, with `GANG`) at once, the others once every accelerator pod is bound."""
+    status = {p.name: p for p in pods}
+    gangs: defaultdict[str, list[PodSpec]] = defaultdict(list)
+    for spec in wanted.values():
+        if spec.gang:
+            gangs[spec.gang].append(spec)
+    lift: list[str] = []
+    for specs in gangs.values():
+        if any(s.name not in status for s in specs):
+            continue  # a restarted agent creates the missing ones first
+        binding = [s.name for s in specs if ann.GANG in s.annotations]
+        rest = [s.name for s in specs if ann.GANG not in s.annotations]
+        ready = all(status[n].node for n in binding)
+        lift += [n for n in (binding + rest if ready else binding) if status[n].gated]
+    return lift
 
 
 class AgentMetrics:
@@ -90,10 +118,11 @@ class Agent:
         self.active: dict[str, Assignment] = {}  # job -> its current Active assignment
         self.released: dict[str, int] = {}  # job -> highest released epoch
         self.caught_up = False  # the assignment stream has been read to its end once
-        self._reported: dict[tuple[str, int], str] = {}
+        self._reported: dict[tuple[str, int], tuple[str, str, str]] = {}  # state, reason, message
         self._sent: dict[str, NodeInfo] = {}
         self._generation = 0
         self._wake = asyncio.Event()
+        self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
 
     async def run(self, stop: asyncio.Event) -> None:
         """Run sessions with the hub until `stop` is set."""
@@ -126,6 +155,7 @@ class Agent:
             )
         )
         self._generation = max(self._generation, reply.inventory_generation)
+        self.gang_timeout_s = reply.gang_timeout_s
         await self._send_full()
         self._reported.clear()  # re-send every status: the hub may have missed some
         tasks = [
@@ -224,7 +254,7 @@ class Agent:
         wanted: dict[str, PodSpec] = {}
         for assignment in self.active.values():
             try:
-                for pod in render(assignment, self.catalog, self.config.namespace):
+                for pod in render(assignment, self.config.namespace, self.catalog):
                     wanted[pod.name] = pod
             except RenderError as exc:
                 log.error("cannot render job %s: %s", assignment.job, exc)
@@ -240,11 +270,15 @@ class Agent:
         if missing:
             await self.backend.create_pods(missing)
             self.metrics.apply_seconds.observe(time.perf_counter() - start)
+            pods = self.backend.pods()
         if self.caught_up:
             fenced = [p.name for p in pods if p.name not in wanted and not p.deleting]
             if fenced:
                 await self.backend.delete_pods(fenced, self.config.grace_seconds)
-        await self._report(self.backend.pods() if missing else pods)
+        lift = gates_to_lift(wanted, pods)
+        if lift:
+            await self.backend.ungate_pods(lift)
+        await self._report(pods)
 
     async def _report(self, pods: list[PodStatus]) -> None:
         by_placement: dict[tuple[str, int], list[PodStatus]] = defaultdict(list)
@@ -252,12 +286,12 @@ class Agent:
             by_placement[(pod.job, pod.epoch)].append(pod)
         updates = []
         for job, assignment in self.active.items():
-            expected = sum(int(t.get("replicas", 1)) for t in assignment.tasks)
+            expected = assignment.replicas
             summary = summarize(
                 by_placement.get((job, assignment.epoch), []),
                 expected,
                 now=self.backend.now(),
-                gang_timeout_s=self.config.gang_timeout_s,
+                gang_timeout_s=self.gang_timeout_s,
             )
             if summary.state:
                 updates.append(
@@ -276,11 +310,11 @@ class Agent:
             for job, epoch in self.released.items():
                 if job not in self.active and not any(j == job for j, _ in by_placement):
                     updates.append(StatusUpdate(job=job, epoch=epoch, state="Evicted"))
-        fresh = [u for u in updates if self._reported.get((str(u.job), u.epoch)) != u.state]
+        fresh = [u for u in updates if self._reported.get((str(u.job), u.epoch)) != _said(u)]
         if not fresh:
             return
         await self.hub.status(StatusReport(updates=fresh))
         for u in fresh:
-            self._reported[(str(u.job), u.epoch)] = u.state
+            self._reported[(str(u.job), u.epoch)] = _said(u)
             if u.state == "Evicted" and self.released.get(str(u.job)) == u.epoch:
                 del self.released[str(u.job)]  # torn down and acknowledged: nothing left to do

@@ -27,6 +27,14 @@ class Toleration:
 
 
 @dataclass(frozen=True)
+class NodeExclusion:
+    """Nodes a pod must avoid: those with label `key` (any value, or one of `values`)."""
+
+    key: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class PodSpec:
     """A pod the agent wants in the cluster (rendered from an assignment)."""
 
@@ -48,6 +56,12 @@ class PodSpec:
     priority: int = 0
     priority_class: str = ""
     scheduler_name: str = ""
+    # env var -> pod annotation it is read from when the container starts (a fieldRef), e.g.
+    # the visible-devices variable from the devices the extender writes at bind
+    env_from_annotations: Mapping[str, str] = field(default_factory=dict)
+    avoid_nodes: tuple[NodeExclusion, ...] = ()  # required node anti-affinity
+    gang: str = ""  # gang of the pod ("": none); gang pods are created behind a scheduling gate
+    gated: bool = False  # created with the `GANG_GATE` scheduling gate
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,7 @@ class PodStatus:
     message: str = ""
     deleting: bool = False
     created_at: float = 0.0  # seconds (backend clock)
+    gated: bool = False  # a scheduling gate holds it back from scheduling
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,9 @@ class ClusterBackend(Protocol):
 
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
         """Delete pods by name (already gone is fine)."""
+
+    async def ungate_pods(self, names: list[str]) -> None:
+        """Remove the scheduling gates of these pods (already ungated or gone is fine)."""
 
     def now(self) -> float:
         """The backend's clock in seconds (simulated backends may run faster than real time)."""

@@ -1,4 +1,8 @@
-"""`suanpan-agent`: run the agent of one member cluster (real Kubernetes or simulated)."""
+"""`suanpan-agent`: run the agent of one member cluster over its Kubernetes API.
+
+`deploy.sim_agent` runs the same agent over a simulated cluster (benchmarks, development);
+production code never imports development tooling.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,7 @@ import asyncio
 import logging
 import os
 import signal
-from collections.abc import Sequence
-from pathlib import Path
+from collections.abc import Callable, Sequence
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -66,24 +69,19 @@ async def _metrics_server(
     return runner, int(runner.addresses[0][1])  # the bound port (what port 0 became)
 
 
-def _backend(
+BackendFactory = Callable[[argparse.Namespace, Catalog, CollectorRegistry], ClusterBackend]
+
+
+def kubernetes_backend(
     args: argparse.Namespace, catalog: Catalog, registry: CollectorRegistry
 ) -> ClusterBackend:
-    if args.simulated:
-        from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
-        from deploy.local.profile import load_profile
-
-        profile = {c.name: c for c in load_profile(Path(args.simulated)).clusters}
-        if args.cluster not in profile:
-            raise SystemExit(f"cluster {args.cluster!r} is not in {args.simulated}")
-        nodes = [SimNodeSpec(n.name, n.labels, n.capacity) for n in profile[args.cluster].nodes]
-        return SimulatedCluster(catalog, nodes, time_scale=args.time_scale)
+    """The cluster behind `--kubeconfig` (or the in-cluster configuration)."""
     from cluster_agents.backends.kubernetes import KubernetesBackend
 
     return KubernetesBackend(args.kubeconfig, args.namespace, catalog, registry=registry)
 
 
-async def _main(args: argparse.Namespace) -> None:
+async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
     catalog = load_catalog()
     registry = CollectorRegistry()
     agent = Agent(
@@ -94,7 +92,7 @@ async def _main(args: argparse.Namespace) -> None:
             zone=args.zone,
             labels=_labels(args.label),
         ),
-        _backend(args, catalog, registry),
+        make_backend(args, catalog, registry),
         catalog,
         HubApi(args.hub, args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
         registry,
@@ -114,9 +112,9 @@ async def _main(args: argparse.Namespace) -> None:
             await runner.cleanup()
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of `suanpan-agent`."""
-    p = argparse.ArgumentParser(prog="suanpan-agent", description=__doc__)
+def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
+    """The agent's command line."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__)
     p.add_argument("--hub", required=True, help="hub URL")
     p.add_argument("--token", help="agent token (default $SUANPAN_AGENT_TOKEN)")
     p.add_argument("--cluster", required=True, help="cluster name the token is bound to")
@@ -126,10 +124,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--namespace", default="suanpan", help="namespace of the pods the agent creates")
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
     p.add_argument(
-        "--simulated", metavar="PROFILE", help="simulate the cluster from a node profile"
-    )
-    p.add_argument("--time-scale", type=float, default=1.0, help="simulated seconds per second")
-    p.add_argument(
         "--metrics",
         type=metrics_address,
         default=METRICS_DEFAULT,
@@ -137,10 +131,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="where to serve /metrics and /healthz (default %(default)s; port 0 picks a free"
         " port, for several agents on one host; off serves none)",
     )
-    args = p.parse_args(argv)
+    return p
+
+
+def run(args: argparse.Namespace, make_backend: BackendFactory) -> int:
+    """Run the agent over the backend `make_backend` builds, until SIGINT/SIGTERM."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    asyncio.run(_main(args))
+    asyncio.run(_main(args, make_backend))
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of `suanpan-agent`."""
+    return run(parser().parse_args(argv), kubernetes_backend)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from cluster_agents.agent.backend import PodStatus
 
 LOST_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Terminated"})
+UNSCHEDULABLE = "Unschedulable"  # PodScheduled=False because no node fits (not a gate)
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,9 @@ def summarize(
 
     Failed wins (with the first real reason), then lost pods (node gone: run again elsewhere),
     then all succeeded, then all running; pods pending past the gang timeout make the
-    placement Unschedulable; otherwise the pods exist and the placement is Applied.
+    placement Unschedulable (with the scheduler's message); otherwise the pods exist and the
+    placement is Applied, with reason Unschedulable and the scheduler's message ("0/3 nodes
+    are available: ...") while a pod waits for a node.
     """
     running = sum(p.phase == "Running" for p in pods)
     succeeded = sum(p.phase == "Succeeded" for p in pods)
@@ -51,12 +54,16 @@ def summarize(
         return summary("Succeeded")
     if running + succeeded == expected:
         return summary("Running")
+    waiting = [p for p in pods if p.phase == "Pending" and p.reason == UNSCHEDULABLE]
     stuck = [p for p in pods if p.phase == "Pending" and now - p.created_at > gang_timeout_s]
     if stuck:
-        why = stuck[0].reason or "Unschedulable"
+        why = (waiting or stuck)[0]
+        said = f": {why.message}" if why.message else ""
         return summary(
             "Unschedulable",
-            why,
-            f"{len(stuck)}/{expected} pods not running after {gang_timeout_s:g} s",
+            why.reason or UNSCHEDULABLE,
+            f"{len(stuck)}/{expected} pods not running after {gang_timeout_s:g} s{said}",
         )
+    if waiting:
+        return summary("Applied", UNSCHEDULABLE, waiting[0].message)
     return summary("Applied")

@@ -42,6 +42,7 @@ class ManagedPod:
     message: str
     deleting: bool
     created_at: float
+    gated: bool = False
 
 
 def _int(text: str | None) -> int:
@@ -109,6 +110,7 @@ def managed_pod(pod: Mapping[str, Any]) -> ManagedPod | None:
         message=message[:MESSAGE_MAX],
         deleting=bool(meta.get("deletionTimestamp")),
         created_at=timestamp(meta.get("creationTimestamp")),
+        gated=bool((pod.get("spec") or {}).get("schedulingGates")),
     )
 
 
@@ -133,4 +135,5 @@ def pod_status(pod: ManagedPod, node_ready: bool | None) -> PodStatus:
         message=message,
         deleting=pod.deleting,
         created_at=pod.created_at,
+        gated=pod.gated,
     )

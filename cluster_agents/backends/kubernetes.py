@@ -171,6 +171,10 @@ class KubernetesBackend:
         }
         await self._each(self._delete_owner(job, epoch) for job, epoch in empty)
 
+    async def ungate_pods(self, names: list[str]) -> None:
+        """Remove the scheduling gates of pods of the namespace (gone already is fine)."""
+        await self._each(self._ungate(name) for name in names)
+
     # --- helpers -------------------------------------------------------------------------
 
     @property
@@ -255,6 +259,18 @@ class KubernetesBackend:
         )
         if status != 409:
             self._cache.upsert_created(body)
+
+    async def _ungate(self, name: str) -> None:
+        """Merge-patch the gates away (Kubernetes allows removing gates, never adding them; an
+        ungated pod is left as it is). The watch shows the result."""
+        await self._call(
+            self._core.patch_namespaced_pod,
+            name,
+            self.namespace,
+            {"spec": {"schedulingGates": None}},
+            accept=(404,),
+            _content_type="application/merge-patch+json",
+        )
 
     async def _delete_pod(self, name: str, grace_seconds: int) -> None:
         await self._call(

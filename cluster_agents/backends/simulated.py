@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from cluster_agents.agent.backend import ClusterFacts, PodPhase, PodSpec, PodStatus
-from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
+from cluster_agents.kube.pods import DemandError, parse_device_request
+from federation.catalog import Catalog, ResolvedDevices, resolve_node
+from federation.compiler import cpu_milli, memory_mib
 from federation.scheduling.devices import (
-    WHOLE,
     DeviceRequest,
     FitCode,
     NodeDevices,
@@ -32,11 +31,12 @@ from federation.wire.agent import NodeInfo, Taint, device_infos
 
 @dataclass(frozen=True)
 class SimNodeSpec:
-    """A node to simulate: labels and capacity as a real node would advertise them."""
+    """A node to simulate: labels, capacity and annotations as a real node would have them."""
 
     name: str
     labels: Mapping[str, str]
     capacity: Mapping[str, str]
+    annotations: Mapping[str, str] = field(default_factory=dict)  # device plugins' registers
 
 
 @dataclass
@@ -63,14 +63,7 @@ class _Pod:
     started: float = 0.0
     reason: str = ""
     message: str = ""
-
-
-def _milli(value: str) -> int:
-    return math.ceil(parse_quantity(value) * 1000)
-
-
-def _mib(value: str) -> int:
-    return math.ceil(parse_quantity(value) / 2**20)
+    gated: bool = False
 
 
 @dataclass
@@ -133,6 +126,7 @@ class SimulatedCluster:
                 reason=p.reason,
                 message=p.message,
                 created_at=p.created,
+                gated=p.gated,
             )
             for p in self._pods.values()
         ]
@@ -141,7 +135,14 @@ class SimulatedCluster:
         """Add pods that do not exist yet."""
         for spec in pods:
             if spec.name not in self._pods:
-                self._pods[spec.name] = _Pod(spec, self.now())
+                self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated)
+        self._step()
+
+    async def ungate_pods(self, names: list[str]) -> None:
+        """Let gated pods be scheduled."""
+        for name in names:
+            if name in self._pods:
+                self._pods[name].gated = False
         self._step()
 
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
@@ -158,7 +159,7 @@ class SimulatedCluster:
         """Add a node (as a cloud autoscaler or an operator would)."""
         resolved = [
             r
-            for r in resolve_node(self.catalog, spec.labels, {}, spec.capacity)
+            for r in resolve_node(self.catalog, spec.labels, spec.annotations, spec.capacity)
             if isinstance(r, ResolvedDevices)
         ]
         devices = None
@@ -175,8 +176,8 @@ class SimulatedCluster:
             )
         self._nodes[spec.name] = _Node(
             spec,
-            _milli(spec.capacity.get("cpu", "0")),
-            _mib(spec.capacity.get("memory", "0")),
+            cpu_milli(spec.capacity.get("cpu", "0")),
+            memory_mib(spec.capacity.get("memory", "0")),
             int(spec.capacity.get("pods", "110")),
             devices,
         )
@@ -209,7 +210,7 @@ class SimulatedCluster:
         now = self.now()
         changed = False
         pending = sorted(
-            (p for p in self._pods.values() if p.phase == "Pending" and not p.node),
+            (p for p in self._pods.values() if p.phase == "Pending" and not p.node and not p.gated),
             key=lambda p: (-p.spec.priority, p.created, p.spec.name),
         )
         for pod in pending:
@@ -235,13 +236,15 @@ class SimulatedCluster:
         flavor = spec.annotations.get(ann.FLAVOR)
         if not raw or not flavor:
             return None
-        req = json.loads(raw)
-        return flavor, DeviceRequest(req["count"], req.get("milli", WHOLE), req.get("memoryMib", 0))
+        try:
+            return flavor, parse_device_request(raw)
+        except DemandError:
+            return None
 
     def _bind(self, pod: _Pod, now: float) -> bool:
         cpu, mem = (
-            _milli(pod.spec.requests.get("cpu", "0")),
-            _mib(pod.spec.requests.get("memory", "0")),
+            cpu_milli(pod.spec.requests.get("cpu", "0")),
+            memory_mib(pod.spec.requests.get("memory", "0")),
         )
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
@@ -292,8 +295,8 @@ class SimulatedCluster:
         node = self._nodes.get(pod.node)
         if node is None or pod.phase not in ("Pending", "Running") or not pod.node:
             return
-        node.used_cpu -= _milli(pod.spec.requests.get("cpu", "0"))
-        node.used_mem -= _mib(pod.spec.requests.get("memory", "0"))
+        node.used_cpu -= cpu_milli(pod.spec.requests.get("cpu", "0"))
+        node.used_mem -= memory_mib(pod.spec.requests.get("memory", "0"))
         node.used_pods -= 1
         if pod.request is not None and node.devices is not None:
             node.devices = release(node.devices, pod.request, pod.devices)

@@ -36,6 +36,13 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster credentials)")
     parser.add_argument("--listen", default="127.0.0.1:8888", help="HOST:PORT to serve on")
     parser.add_argument("--policy", choices=POLICIES, default="suanpan", help="node scoring")
+    parser.add_argument(
+        "--gang-wait",
+        type=float,
+        default=20.0,
+        help="seconds a gang member's bind waits for the rest of its gang; keep it below "
+        "kube-scheduler's extender httpTimeout (30 s in the generated config)",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--print-scheduler-config",
@@ -56,7 +63,12 @@ async def _client(kubeconfig: str | None) -> Any:
 
 
 async def serve(
-    catalog: Catalog, kubeconfig: str | None, host: str, port: int, policy: str
+    catalog: Catalog,
+    kubeconfig: str | None,
+    host: str,
+    port: int,
+    policy: str,
+    gang_wait_s: float = 20.0,
 ) -> None:
     """Run the extender until SIGTERM or SIGINT."""
     from kubernetes_asyncio import client
@@ -67,7 +79,8 @@ async def serve(
         cache = Cache(catalog)
         metrics = Metrics()
         kube_metrics = BackendMetrics(metrics.registry)
-        extender = Extender(cache, KubePods(core, kube_metrics), policy, metrics)
+        pods = KubePods(core, kube_metrics)
+        extender = Extender(cache, pods, policy, metrics, gang_wait_s=gang_wait_s)
         watching = asyncio.create_task(keep_synced(reflectors(core, cache, kube_metrics)))
         runner = web.AppRunner(make_app(extender), access_log=None)
         await runner.setup()
@@ -95,5 +108,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not host or not port.isdigit():
         print(f"suanpan-extender: --listen needs HOST:PORT, got {args.listen!r}", file=sys.stderr)
         return 2
-    asyncio.run(serve(catalog, args.kubeconfig, host, int(port), args.policy))
+    asyncio.run(serve(catalog, args.kubeconfig, host, int(port), args.policy, args.gang_wait))
     return 0

@@ -8,12 +8,12 @@ the count) goes to `FailedAndUnresolvableNodes`, so preemption skips the node.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cluster_agents.extender.cache import NOT_CACHED, Cache
 from cluster_agents.kube.pods import Demand
 from federation.scheduling import devices
-from federation.scheduling.devices import Fit, Preference
+from federation.scheduling.devices import Fit, FitCode, Preference
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +39,28 @@ def filter_nodes(cache: Cache, demand: Demand, names: Sequence[str]) -> FilterOu
     )
 
 
-def choose(cache: Cache, demand: Demand, node: str, prefer: Preference) -> tuple[str, Fit]:
-    """The model and the exact devices `demand` takes on `node` now (a failed Fit if none)."""
+def choose(
+    cache: Cache,
+    demand: Demand,
+    node: str,
+    prefer: Preference,
+    hint: tuple[str, tuple[int, ...]] | None = None,
+) -> tuple[str, Fit]:
+    """The model and the exact devices `demand` takes on `node` now (a failed Fit if none).
+
+    The hub's `hint` (node, devices) wins when it names this node and `devices.fit`, allowed
+    only those devices, still chooses exactly them (free, and valid for the topology).
+    """
     info = cache.nodes.get(node)
     resolved = info.resolve(demand.target) if info else None
     if resolved is None:
         return "", cache.fit(node, demand)
     model = resolved.model.key
-    decision = devices.fit(cache.occupancy(node, model).devices, demand.request, prefer=prefer)
+    free = cache.occupancy(node, model).devices
+    if hint is not None and hint[0] == node:
+        only = replace(free, healthy=tuple(h and i in hint[1] for i, h in enumerate(free.healthy)))
+        hinted = devices.choose(only, demand.request, prefer=prefer)
+        if hinted is not None and set(hinted) == set(hint[1]):
+            return model, Fit(FitCode.OK, "", hinted)
+    decision = devices.fit(free, demand.request, prefer=prefer)
     return model, decision if decision.ok else cache.fit(node, demand)

@@ -33,6 +33,11 @@ class Metrics:
             "Binds refused because the node no longer fits (kube-scheduler retries the pod)",
             registry=r,
         )
+        self.gang_timeouts = Counter(
+            "suanpan_extender_gang_timeouts",
+            "Binds failed because their gang did not reach bind in time (kube-scheduler retries)",
+            registry=r,
+        )
         self.rejections = Counter(
             "suanpan_extender_node_rejections",
             "Nodes filtered out, by fit code (insufficient, unresolvable)",

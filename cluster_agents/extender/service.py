@@ -32,12 +32,18 @@ class Extender:
     """filter / prioritize / bind over a cache kept current by list+watch."""
 
     def __init__(
-        self, cache: Cache, api: PodAPI, policy: str = "suanpan", metrics: Metrics | None = None
+        self,
+        cache: Cache,
+        api: PodAPI,
+        policy: str = "suanpan",
+        metrics: Metrics | None = None,
+        *,
+        gang_wait_s: float = 20.0,
     ) -> None:
         self.cache = cache
         self.metrics = metrics or Metrics()
         self.prioritizer = Prioritizer(cache, policy)
-        self.binder = Binder(cache, api, preference(policy))
+        self.binder = Binder(cache, api, preference(policy), gang_wait_s=gang_wait_s)
         self.metrics.gauge("suanpan_extender_cache_nodes", "Nodes cached", lambda: len(cache.nodes))
         self.metrics.gauge("suanpan_extender_cache_pods", "Pods cached", lambda: len(cache.pods))
         self.metrics.gauge(
@@ -85,6 +91,8 @@ class Extender:
             outcome = await self.binder.bind(args)
             if outcome.conflict:
                 self.metrics.bind_conflicts.inc()
+            if outcome.gang_timeout:
+                self.metrics.gang_timeouts.inc()
             if outcome.error:
                 log.warning("bind %s/%s: %s", args.pod_namespace, args.pod_name, outcome.error)
                 return self._error("bind", binding_result(outcome.error))

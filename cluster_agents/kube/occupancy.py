@@ -7,7 +7,8 @@ the extender see the same devices in use (DESIGN.md, principle 5).
 Inventory (`node_inventory`): the node's extended resources resolved by the catalog
 (`federation.catalog.resolve_node`: model, memory, topology); a model's devices are numbered
 0..n-1 with n from the capacity, and those at or beyond the allocatable count are unhealthy (a
-device plugin withdraws sick devices from allocatable).
+device plugin withdraws sick devices from allocatable). Each device's id is what the vendor's
+plugin registered on the node (`cluster_agents.kube.allocation.device_ids`).
 
 Occupancy (`occupancy`), from the non-terminal pods bound to the node, in (namespace, name)
 order, placed with the device model's own bookkeeping (`federation.scheduling.devices.allocate`):
@@ -31,8 +32,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cluster_agents.kube.allocation import device_ids
 from cluster_agents.kube.pods import MIB, PodInfo
-from federation.catalog import Catalog, ResolvedDevices, parse_quantity, resolve_node
+from federation.catalog import (
+    Catalog,
+    DeviceAllocation,
+    ResolvedDevices,
+    parse_quantity,
+    resolve_node,
+)
 from federation.scheduling import devices
 from federation.scheduling.devices import DeviceRequest, NodeDevices
 from federation.scheduling.placement import PodRequest
@@ -45,6 +53,7 @@ class NodeInventory:
     name: str
     devices: tuple[ResolvedDevices, ...] = ()  # count = capacity, sorted by model key
     healthy: tuple[int, ...] = ()  # per entry of `devices`: the allocatable count
+    ids: tuple[tuple[str, ...], ...] = ()  # per entry of `devices`: each device's plugin id
     cpu_milli: int = 0
     memory_mib: int = 0
     _targets: dict[str, ResolvedDevices] = field(init=False, repr=False, compare=False)
@@ -74,6 +83,13 @@ class NodeInventory:
         """The node's devices of the model `key`."""
         return self._targets.get(key)
 
+    def allocation(
+        self, resolved: ResolvedDevices
+    ) -> tuple[DeviceAllocation | None, tuple[str, ...]]:
+        """How the plugin of one of the node's models is told its devices, and their ids."""
+        ids = self.ids[self.devices.index(resolved)]
+        return resolved.model.allocation_for(resolved.resource), ids
+
     def empty(self, resolved: ResolvedDevices) -> NodeDevices:
         """The node's devices of one of its models with nothing placed on them."""
         n, healthy = resolved.count, self.healthy[self.devices.index(resolved)]
@@ -96,15 +112,24 @@ def node_inventory(catalog: Catalog, node: Mapping[str, Any]) -> NodeInventory:
     present = _resolve(catalog, meta, {**allocatable, **(status.get("capacity") or {})})
     offered = _resolve(catalog, meta, allocatable)
     found = sorted(present.values(), key=lambda r: r.model.key)
+    name = meta.get("name", "")
     return NodeInventory(
-        name=meta.get("name", ""),
+        name=name,
         devices=tuple(found),
+        ids=tuple(_ids(r, name, meta.get("annotations") or {}) for r in found),
         healthy=tuple(
             min(offered[r.model.key].count, r.count) if r.model.key in offered else 0 for r in found
         ),
         cpu_milli=quantity(allocatable.get("cpu"), 1000),
         memory_mib=quantity(allocatable.get("memory")) // MIB,
     )
+
+
+def _ids(resolved: ResolvedDevices, node: str, annotations: Mapping[str, str]) -> tuple[str, ...]:
+    allocation = resolved.model.allocation_for(resolved.resource)
+    if allocation is None:
+        return tuple(map(str, range(resolved.count)))
+    return device_ids(allocation, node, annotations, resolved.count)
 
 
 def quantity(raw: str | None, scale: int = 1) -> int:

@@ -52,6 +52,11 @@ class PodInfo:
     devices: tuple[int, ...] | None  # the DEVICES annotation, None if absent or malformed
     cpu_milli: int = 0
     memory_mib: int = 0
+    device_slot: int = 0  # the container holding the devices, init containers first
+    slots: int = 1  # containers, init ones included
+    gang: str = ""  # GANG: the gang this pod is a member of ("": none)
+    gang_size: int = 0  # GANG_SIZE: members that bind through the extender
+    hint: tuple[str, tuple[int, ...]] | None = None  # HINT_DEVICES: the hub's node and devices
 
 
 def parse_device_request(text: str) -> DeviceRequest:
@@ -141,6 +146,31 @@ def pod_demand(
     return Demand(target, device, cpu, memory)
 
 
+def _device_slot(catalog: Catalog, containers: list[dict[str, str]]) -> int:
+    """The first container (init containers first) asking for devices of ours."""
+    return next(
+        (i for i, c in enumerate(containers) if any(pod_device_usage(catalog, [c]).values())),
+        0,
+    )
+
+
+def parse_hint(text: str) -> tuple[str, tuple[int, ...]] | None:
+    """Decode `HINT_DEVICES` ("node:0,1"); None when malformed."""
+    node, sep, devices = text.partition(":")
+    try:
+        return (node, parse_devices(devices)) if node and sep else None
+    except ValueError:
+        return None
+
+
+def gang_of(notes: Mapping[str, str]) -> tuple[str, int]:
+    """The pod's gang and its size from `GANG` / `GANG_SIZE` (("", 0): no gang, or malformed)."""
+    gang, size = notes.get(wire.GANG, ""), notes.get(wire.GANG_SIZE, "")
+    if not gang or not size.isdigit() or int(size) < 1:
+        return "", 0
+    return gang, int(size)
+
+
 def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
     """The occupancy-relevant view of a pod.
 
@@ -155,12 +185,16 @@ def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
             demand = pod_demand(catalog, pod, annotated=False)
         except DemandError:
             demand = None
+    containers, init = _containers(pod)
     try:
-        cpu, memory = _cpu_memory(*_containers(pod))
+        cpu, memory = _cpu_memory(containers, init)
+        slot = _device_slot(catalog, [*init, *containers]) if demand else len(init)
     except ValueError:
-        cpu, memory = 0, 0
+        cpu, memory, slot = 0, 0, len(init)
+    notes = meta.get("annotations") or {}
+    gang, gang_size = gang_of(notes)
     try:
-        raw = (meta.get("annotations") or {}).get(wire.DEVICES)
+        raw = notes.get(wire.DEVICES)
         devices = parse_devices(raw) if raw else None
     except ValueError:
         devices = None
@@ -174,4 +208,9 @@ def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
         devices=devices,
         cpu_milli=cpu,
         memory_mib=memory,
+        device_slot=slot,
+        slots=len(init) + len(containers),
+        gang=gang,
+        gang_size=gang_size,
+        hint=parse_hint(notes.get(wire.HINT_DEVICES, "")),
     )

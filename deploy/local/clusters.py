@@ -23,6 +23,7 @@ from typing import Any
 import aiohttp
 import yaml
 
+from cluster_agents.extender.config import managed_resources
 from deploy.local import pki
 from deploy.local.binaries import ensure_binaries
 from deploy.local.kube import KubeClient, KubeError, wait_for
@@ -35,6 +36,7 @@ from deploy.local.processes import (
     stop,
 )
 from deploy.local.profile import DEFAULT_PROFILE, ClusterProfile, Profile, load_profile
+from federation.catalog import load_catalog
 
 STATE_FILE = "clusters.json"
 CONFIG_DIR = Path(__file__).resolve().parent / "config"
@@ -231,16 +233,16 @@ def _kubeconfig(name: str, server: str, ca_file: Path, token: str) -> str:
     )
 
 
-def render_scheduler_config(
-    kubeconfig: Path, extender_url: str | None, managed_resources: Iterable[str]
-) -> dict[str, Any]:
-    """Render config/kube-scheduler.yaml; no `extenders` when extender_url is None."""
+def render_scheduler_config(kubeconfig: Path, extender_url: str | None) -> dict[str, Any]:
+    """Render config/kube-scheduler.yaml; no `extenders` when extender_url is None.
+
+    `managedResources` are production's (`cluster_agents.extender.config.managed_resources`):
+    every catalog resource, device counts left to kube-scheduler's NodeResourcesFit, the
+    sharing amounts (`nvidia.com/gpumem`, ...), which no node advertises, ignored by it."""
     text = string.Template(SCHEDULER_TEMPLATE.read_text()).substitute(
         kubeconfig=json.dumps(str(kubeconfig)),
         extender_url=json.dumps(extender_url or ""),
-        managed_resources=json.dumps(
-            [{"name": r, "ignoredByScheduler": False} for r in managed_resources]
-        ),
+        managed_resources=json.dumps(managed_resources(load_catalog())),
     )
     cfg: dict[str, Any] = yaml.safe_load(text)
     if not extender_url:
@@ -382,7 +384,7 @@ class _Starter:
         kc = Path(cs.kubeconfig)
         kc.write_text(_kubeconfig(cp.name, cs.apiserver_url, pki_.ca_cert, token))
         kc.chmod(0o600)
-        sched = render_scheduler_config(kc, ext, self.profile.accelerator_resources())
+        sched = render_scheduler_config(kc, ext)
         (cdir / "kube-scheduler.yaml").write_text(yaml.safe_dump(sched, sort_keys=False))
         self.env.clusters.append(cs)
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +16,6 @@ DEFAULT_PROFILE = Path(__file__).parent / "profiles" / "mixed.yaml"
 KWOK_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 CLUSTER_LABEL = "suanpan.io/cluster"
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_CORE_RESOURCES = {"cpu", "memory", "pods", "ephemeral-storage"}
 
 
 class ProfileError(ValueError):
@@ -63,20 +64,6 @@ class Profile:
     path: Path
     clusters: tuple[ClusterProfile, ...]
 
-    def accelerator_resources(self) -> list[str]:
-        """Sorted extended (vendor-domain) resource names over all clusters' nodes."""
-        return sorted(
-            {
-                res
-                for c in self.clusters
-                for n in c.nodes
-                for res in n.capacity
-                if res not in _CORE_RESOURCES
-                and "/" in res
-                and not res.split("/", 1)[0].endswith("kubernetes.io")
-            }
-        )
-
 
 def _str_map(value: Any, where: str) -> dict[str, str]:
     if value is None:
@@ -84,6 +71,32 @@ def _str_map(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict):
         raise ProfileError(f"{where}: expected a mapping, got {type(value).__name__}")
     return {str(k): str(v) for k, v in value.items()}
+
+
+_HAMI_FIELDS = {"annotation", "id", "devices", "count", "devmem", "devcore", "type"}
+
+
+def hami_register(node: str, spec: Mapping[str, Any], where: str) -> dict[str, str]:
+    """The register annotation HAMi's device plugin writes on `node`: JSON, one entry per
+    physical device (`id` with `{uuid}` filled in, unique per node and index), fields with
+    zero values left out as its `omitempty` encoder does."""
+    if not isinstance(spec, dict) or set(spec) != _HAMI_FIELDS:
+        raise ProfileError(f"{where}.hami: needs exactly {', '.join(sorted(_HAMI_FIELDS))}")
+    devices = []
+    for index in range(int(spec["devices"])):
+        ident = str(uuid.uuid5(uuid.NAMESPACE_DNS, f"{node}.{index}.suanpan.local"))
+        entry = {
+            "id": str(spec["id"]).replace("{uuid}", ident),
+            "index": index,
+            "count": int(spec["count"]),
+            "devmem": int(spec["devmem"]),
+            "devcore": int(spec["devcore"]),
+            "type": str(spec["type"]),
+            "mode": "hami-core",
+            "health": True,
+        }
+        devices.append({k: v for k, v in entry.items() if v})
+    return {str(spec["annotation"]): json.dumps(devices, separators=(",", ":"))}
 
 
 def load_profile(path: Path = DEFAULT_PROFILE) -> Profile:
@@ -113,11 +126,14 @@ def load_profile(path: Path = DEFAULT_PROFILE) -> Profile:
             nname = str(rn.get("name", ""))
             if not _DNS1123.match(nname) or any(n.name == nname for n in nodes):
                 raise ProfileError(f"{nwhere}: name {nname!r} is not a unique DNS-1123 label")
+            annotations = _str_map(rn.get("annotations"), f"{nwhere}.annotations")
+            if "hami" in rn:
+                annotations |= hami_register(nname, rn["hami"], nwhere)
             nodes.append(
                 NodeSpec(
                     name=nname,
                     labels={**base_labels, **_str_map(rn.get("labels"), f"{nwhere}.labels")},
-                    annotations=_str_map(rn.get("annotations"), f"{nwhere}.annotations"),
+                    annotations=annotations,
                     capacity={**base_cap, **_str_map(rn.get("capacity"), f"{nwhere}.capacity")},
                 )
             )

@@ -12,6 +12,8 @@ from federation.catalog.resolve import (
 from federation.catalog.schema import CatalogError
 from federation.catalog.types import (
     AcceleratorModel,
+    AllocationKind,
+    DeviceAllocation,
     NodeSelectorRule,
     SharingRule,
     Spill,
@@ -24,8 +26,10 @@ from federation.catalog.types import (
 __all__ = [
     "OVERRIDES_ENV",
     "AcceleratorModel",
+    "AllocationKind",
     "Catalog",
     "CatalogError",
+    "DeviceAllocation",
     "NodeSelectorRule",
     "ResolvedDevices",
     "SharingRule",

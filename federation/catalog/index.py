@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from types import MappingProxyType
 
+from federation.catalog import labels as discovery
 from federation.catalog.types import AcceleratorModel, Vendor, normalize_product
 
 
@@ -70,6 +71,20 @@ class Catalog:
         it cannot attribute (`resolve_node`, `pod_device_usage`).
         """
         return self._managed
+
+    def accelerator_node_labels(self) -> dict[str, frozenset[str]]:
+        """Labels that mark a node as carrying a catalog accelerator: key -> values (empty:
+        any value). Our discovery's vendor label, every model's product and memory labels, and
+        its selector labels with their values."""
+        marks: dict[str, set[str]] = {discovery.VENDOR: set()}
+        for model in self.models.values():
+            for key in (*model.product_labels, model.memory_label):
+                if key:
+                    marks[key] = set()
+            for key, value in model.selector.match_labels:
+                if key not in marks or marks[key]:
+                    marks.setdefault(key, set()).add(value)
+        return {key: frozenset(values) for key, values in sorted(marks.items())}
 
     def identify_product(self, vendor: Vendor, product: str) -> AcceleratorModel | None:
         """The model of `vendor` a product name (vendor tool or node label) designates.

@@ -23,6 +23,7 @@ from federation.catalog.index import Catalog
 from federation.catalog.schema import CatalogError
 from federation.catalog.types import (
     AcceleratorModel,
+    DeviceAllocation,
     NodeSelectorRule,
     SharingRule,
     TopologyRule,
@@ -154,8 +155,7 @@ def _build(key: str, f: Mapping[str, Any], reference: float, where: str) -> Acce
         selector=NodeSelectorRule(_pairs(f.get("selector", {}))),
         topology=_topology(f.get("topology", {})),
         sharing=SharingRule(**f.get("sharing", {})),
-        visible_devices_env=f.get("visible_devices_env", ""),
-        device_annotation=f.get("device_annotation", ""),
+        allocation=tuple(_allocation(a, name, where) for a in f.get("allocation", ())),
         tolerations=tuple((t["key"], t["effect"]) for t in f.get("tolerations", ())),
         aliases=f.get("aliases", ()),
         extra_resources=f.get("extra_resources", ()),
@@ -171,6 +171,17 @@ def _build(key: str, f: Mapping[str, Any], reference: float, where: str) -> Acce
             for v in f.get("topology_variants", ())
         ),
     )
+
+
+def _allocation(fields: Mapping[str, Any], model: str, where: str) -> DeviceAllocation:
+    """An allocation record with `{model}` filled in; a visible-env record needs an `env`."""
+    filled: dict[str, Any] = {
+        k: v.replace("{model}", model) if isinstance(v, str) else tuple(v)
+        for k, v in fields.items()
+    }
+    if filled["kind"] == "visible-env" and not filled.get("env"):
+        raise CatalogError(f"{where}.allocation: a visible-env record needs 'env'")
+    return DeviceAllocation(**filled)
 
 
 def _normalize_glob(pattern: str) -> str:

@@ -29,6 +29,7 @@ MODEL_NAME = re.compile(rf"^{_NAME}$")  # usable as a label value
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SPILLS = ("any", "whole_groups", "even_split")
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+ALLOCATION_KINDS = ("hami", "mindcluster", "visible-env")
 
 
 def _found(value: object) -> str:
@@ -172,11 +173,46 @@ SHARING = record(
         "share_resource": _resource,
         "memory_resource": _resource,
         "core_resource": _resource,
+        "core_units": integer(1),
     }
 )
 _VARIANT = record(
     {"match_labels": _labels, "min_devices": integer(0), "topology": TOPOLOGY},
     required=("topology",),
+)
+
+
+def _templated(check: Checker) -> Checker:
+    """`check` on the value with its `{model}` placeholder filled in (the loader fills it)."""
+
+    def checked(value: object, where: str) -> object:
+        if isinstance(value, str):
+            check(value.replace("{model}", "M"), where)
+        else:
+            check(value, where)
+        return value
+
+    return checked
+
+
+def _id_pattern(value: object, where: str) -> str:
+    if not isinstance(value, str) or "{index}" not in value:
+        raise fail(where, "a device id pattern containing '{index}'", value)
+    return value
+
+
+ALLOCATION = record(
+    {
+        "kind": choice(*ALLOCATION_KINDS),
+        "annotation": _templated(_label_key),
+        "device_type": _templated(text(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_.]*$"), "a name")),
+        "register": _templated(_label_key),
+        "device_id": _templated(_id_pattern),
+        "env": text(ENV_NAME, "an environment variable name"),
+        "resources": list_of(_resource),
+        "source": text(re.compile(r"^\S.*$"), "a non-empty text"),
+    },
+    required=("kind", "annotation"),
 )
 _TOLERATION = record({"key": _label_key, "effect": choice(*EFFECTS)}, required=("key", "effect"))
 _COMMON: dict[str, Checker] = {
@@ -189,8 +225,7 @@ _COMMON: dict[str, Checker] = {
     "topology": TOPOLOGY,
     "topology_variants": list_of(_VARIANT),
     "sharing": SHARING,
-    "visible_devices_env": text(ENV_NAME, "an environment variable name"),
-    "device_annotation": _label_key,
+    "allocation": list_of(ALLOCATION),
     "tolerations": list_of(_TOLERATION),
 }
 VENDOR_DEFAULTS = record(_COMMON)

@@ -70,6 +70,42 @@ class SharingRule:
     share_resource: str = ""  # resource name of a shared slice, e.g. "nvidia.com/gpu" with HAMi
     memory_resource: str = ""  # e.g. "nvidia.com/gpumem" (MiB), "huawei.com/Ascend910B3-memory"
     core_resource: str = ""  # e.g. "nvidia.com/gpucores" (percent)
+    core_units: int = 100  # units of `core_resource` in one whole device (percent: 100)
+
+
+AllocationKind = Literal["hami", "mindcluster", "visible-env"]
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceAllocation:
+    """How the vendor's device plugin is told which devices the scheduler chose for a pod.
+
+    The extender writes `annotation` at bind, in the Binding that sets the node. Its value, by
+    `kind`:
+
+    - `hami`: HAMi's pod protocol, per container (init containers first) the chosen devices as
+      `<id>,<device_type>,<memory MiB>,<cores %>:` each, containers ended by `;`, plus
+      `hami.io/vgpu-node`, `hami.io/vgpu-time`, `hami.io/bind-time` and
+      `hami.io/bind-phase: allocating`, which the plugin's Allocate looks for;
+    - `mindcluster`: MindCluster's `<device_type>-<n>,...` (e.g. `Ascend910-0,Ascend910-1`),
+      plus `predicate-time`;
+    - `visible-env`: the ids joined by ",", which the agent's pod passes to the container as
+      `env` through a `fieldRef` on the annotation (resolved by the kubelet at start, after bind).
+
+    Device ids come from the node annotation `register` (HAMi's register JSON or its legacy text
+    form; MindCluster's list of device names) by position, else from `device_id` with `{node}`,
+    `{type}` and `{index}` filled in. The record applies to a node whose device count came from
+    one of `resources` (empty: any).
+    """
+
+    kind: AllocationKind
+    annotation: str
+    device_type: str = ""
+    register: str = ""
+    device_id: str = "{index}"
+    env: str = ""
+    resources: tuple[str, ...] = ()
+    source: str = ""  # where the vendor documents or implements the protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +149,9 @@ class AcceleratorModel:
     selector: NodeSelectorRule = NodeSelectorRule()
     topology: TopologyRule = TopologyRule()
     sharing: SharingRule = SharingRule()
-    visible_devices_env: str = ""  # e.g. "NVIDIA_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"
-    device_annotation: str = ""  # pod annotation the device plugin reads for exact device ids
+    # How the device plugin learns the chosen devices; the first record for the node's
+    # resource applies (see `allocation_for`).
+    allocation: tuple[DeviceAllocation, ...] = ()
     tolerations: tuple[
         tuple[str, str], ...
     ] = ()  # (key, effect) the vendor's nodes are tainted with
@@ -139,6 +176,12 @@ class AcceleratorModel:
     def resources(self) -> tuple[str, ...]:
         """Every extended resource counting whole devices of this model, main one first."""
         return (self.resource, *self.extra_resources)
+
+    def allocation_for(self, resource: str) -> DeviceAllocation | None:
+        """The allocation protocol on a node whose devices of this model count as `resource`."""
+        return next(
+            (a for a in self.allocation if not a.resources or resource in a.resources), None
+        )
 
     def matches_product(self, product: str) -> bool:
         """Whether a product name (from a tool or a node label) designates this model."""

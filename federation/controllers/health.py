@@ -4,37 +4,19 @@ any pod the old cluster still runs)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from federation.store.jobs import add_event, release_placements, transition
-from federation.store.queue_usage import HOLDING_STATES
+from federation.hubconfig import HealthConfig
+from federation.store.events import add_event
+from federation.store.lifecycle import HOLDING_STATES, clusters_silent, move_job, release_placements
 from federation.store.tables import clusters, jobs
-
-
-@dataclass(frozen=True)
-class HealthConfig:
-    """Seconds without heartbeat before a cluster is NotReady, then Offline."""
-
-    not_ready_after_s: float = 20.0
-    offline_after_s: float = 90.0
 
 
 async def check(conn: AsyncConnection, config: HealthConfig) -> list[str]:
     """Apply heartbeat timeouts and drains; return what changed, for logs."""
     changed: list[str] = []
-    stale = await conn.execute(
-        sa.update(clusters)
-        .where(
-            clusters.c.state == "Ready",
-            clusters.c.last_heartbeat
-            < sa.func.now() - sa.func.make_interval(0, 0, 0, 0, 0, 0, config.not_ready_after_s),
-        )
-        .values(state="NotReady", version=clusters.c.version + 1)
-        .returning(clusters.c.id, clusters.c.name)
-    )
+    stale = await clusters_silent(conn, "Ready", "NotReady", config.not_ready_after_s)
     for cluster_id, name in stale:
         await add_event(
             conn,
@@ -44,16 +26,7 @@ async def check(conn: AsyncConnection, config: HealthConfig) -> list[str]:
             message="agent heartbeat missing",
         )
         changed.append(f"{name} NotReady")
-    lost = await conn.execute(
-        sa.update(clusters)
-        .where(
-            clusters.c.state == "NotReady",
-            clusters.c.last_heartbeat
-            < sa.func.now() - sa.func.make_interval(0, 0, 0, 0, 0, 0, config.offline_after_s),
-        )
-        .values(state="Offline", version=clusters.c.version + 1)
-        .returning(clusters.c.id, clusters.c.name)
-    )
+    lost = await clusters_silent(conn, "NotReady", "Offline", config.offline_after_s)
     requeue = []
     for cluster_id, name in lost:
         await add_event(
@@ -71,6 +44,6 @@ async def check(conn: AsyncConnection, config: HealthConfig) -> list[str]:
         )
         for job_id, state in held:
             await release_placements(conn, job_id)
-            await transition(conn, job_id, "Queued", reason=reason, values={"cluster_id": None})
+            await move_job(conn, job_id, "Queued", reason=reason, values={"cluster_id": None})
             changed.append(f"job {job_id} {state} -> Queued ({reason})")
     return changed

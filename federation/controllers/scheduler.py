@@ -10,29 +10,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from federation import metrics
 from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership
+from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
-from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Placement
 from federation.store.database import Database
 from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LoopConfig:
-    """Pacing of the controllers."""
-
-    interval_s: float = 1.0  # longest wait between cycles when nothing wakes the loop
-    health: health.HealthConfig = field(default_factory=health.HealthConfig)
-    core: SchedulerConfig = field(default_factory=SchedulerConfig)
 
 
 @dataclass(frozen=True)
@@ -42,6 +33,9 @@ class CycleReport:
     pending: int
     written: writer.Written
     seconds: float
+    read_s: float = 0.0  # phase 1: the snapshot
+    core_s: float = 0.0  # phase 2: the pure core
+    write_s: float = 0.0  # phase 4: the decisions
 
 
 class SchedulerLoop:
@@ -52,12 +46,14 @@ class SchedulerLoop:
         db: Database,
         catalog: Catalog,
         *,
-        config: LoopConfig | None = None,
+        config: HubConfig | None = None,
         listener: Listener | None = None,
     ) -> None:
         self.db = db
         self.catalog = catalog
-        self.config = config or LoopConfig()
+        self.config = config or HubConfig()
+        self._compiled = snapshot.CompiledCache()
+        self._fleet = snapshot.FleetCache()
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
@@ -67,22 +63,34 @@ class SchedulerLoop:
         start = time.perf_counter()
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            read = await snapshot.read(conn, self.catalog, now=time.time())
+            read = await snapshot.read(
+                conn, self.catalog, now=time.time(), cache=self._compiled, fleet_cache=self._fleet
+            )
+        read_done = time.perf_counter()
         held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
         result = await asyncio.to_thread(
             schedule, snap, read.pending, now=time.time(), config=self.config.core
         )
+        core_done = time.perf_counter()
         if not await self.leadership.held():
             raise LostLeadership()
         async with self.db.transaction() as conn:
             written = await writer.write(conn, read, result)
+        write_done = time.perf_counter()
         for placed in result.placed:
             self._held.pop(placed.placement.job.id, None)
         for preempted in result.preempted:
             self._held[preempted.preemptor.id] = preempted.reservation
         self._held = {k: v for k, v in self._held.items() if k in read.refs}
-        report = CycleReport(len(read.pending), written, time.perf_counter() - start)
+        report = CycleReport(
+            len(read.pending),
+            written,
+            time.perf_counter() - start,
+            read_done - start,
+            core_done - read_done,
+            write_done - core_done,
+        )
         metrics.CYCLE_SECONDS.observe(report.seconds)
         metrics.PENDING.set(len(result.pending))
         for kind in ("placed", "preempted", "rejected"):

@@ -11,19 +11,24 @@ from types import MappingProxyType
 from typing import Any
 
 import sqlalchemy as sa
+from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.catalog import Catalog
+from federation.compiled import CompiledJob, JobFacts, core_job
+from federation.inventory import DeviceRow, core_node
 from federation.scheduling.model import (
     Cluster,
     Job,
+    Node,
     Placement,
     Queue,
     Quota,
     ReplicaPlacement,
     Snapshot,
+    Task,
 )
-from federation.store.queue_usage import HOLDING_STATES
+from federation.store.lifecycle import HOLDING_STATES, UNCOUNTED_STATES
 from federation.store.tables import (
     clusters,
     devices,
@@ -34,10 +39,8 @@ from federation.store.tables import (
     queues,
     tenants,
 )
-from federation.to_core import DeviceRow, JobFacts, UnknownFlavor, core_job, core_node
 
 log = logging.getLogger(__name__)
-UNCOUNTED = ("Placed", "Dispatched")  # placed, but the cluster does not report their use yet
 
 
 @dataclass(frozen=True)
@@ -63,16 +66,110 @@ class Read:
     invalid: dict[str, str] = field(default_factory=dict)  # job id -> why it cannot be modeled
 
 
+class CompiledCache:
+    """What never changes for a job id (its compiled form and core tasks) and for a placement
+    (job id, epoch: its flavors and replicas), decoded once; forgotten once no read sees it."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[uuid.UUID, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
+        self._placements: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        self._seen: set[uuid.UUID] = set()
+        self.rotation = 0  # where the pending window continues next cycle
+
+    async def load(
+        self, conn: AsyncConnection, job_ids: list[uuid.UUID], held: list[tuple[uuid.UUID, int]]
+    ) -> None:
+        """Fetch and decode the compiled forms and placements not known yet."""
+        self._seen.update(job_ids)
+        missing = [j for j in job_ids if j not in self._jobs]
+        if missing:
+            for job_id, raw in await conn.execute(
+                sa.select(jobs.c.id, jobs.c.compiled).where(jobs.c.id.in_(missing))
+            ):
+                self._jobs[job_id] = self._decode(raw)
+        wanted = {h for h in held if h not in self._placements}
+        if wanted:
+            rows = await conn.execute(
+                sa.select(placements.c.job_id, placements.c.epoch, placements.c.assignment).where(
+                    placements.c.job_id.in_({job_id for job_id, _ in wanted}),
+                    placements.c.state == "Active",
+                )
+            )
+            for job_id, epoch, assignment in rows:
+                if (job_id, epoch) in wanted:
+                    self._placements[(job_id, epoch)] = assignment
+
+    @staticmethod
+    def _decode(raw: Any) -> tuple[CompiledJob, tuple[Task, ...]] | str:
+        if raw is None:
+            return "the job has no compiled form (run `suanpan-hub migrate`)"
+        try:
+            compiled = CompiledJob.model_validate(raw)
+        except ValidationError as exc:
+            return f"the job's compiled form is invalid: {exc}"
+        return compiled, compiled.core_tasks()
+
+    def get(self, job_id: uuid.UUID) -> tuple[CompiledJob, tuple[Task, ...]]:
+        """The decoded job (after `load`); raises ValueError when its form is unusable."""
+        found = self._jobs[job_id]
+        if isinstance(found, str):
+            raise ValueError(found)
+        return found
+
+    def placement(
+        self, job_id: uuid.UUID, epoch: int, job: Job
+    ) -> tuple[tuple[str, ...], tuple[ReplicaPlacement, ...]]:
+        """Flavor per task and known replicas of the job's placement at `epoch`."""
+        assignment = self._placements.get((job_id, epoch), {})
+        flavors = assignment.get("flavors", {})
+        index = {t.name: i for i, t in enumerate(job.tasks)}
+        return (
+            tuple(flavors.get(t.name) or "" for t in job.tasks),
+            tuple(
+                ReplicaPlacement(index[h["task"]], h["node"], tuple(h["devices"]))
+                for h in assignment.get("hints", [])
+                if h["task"] in index
+            ),
+        )
+
+    def prune(self) -> None:
+        """Forget jobs not asked for since the last prune."""
+        self._jobs = {k: v for k, v in self._jobs.items() if k in self._seen}
+        self._placements = {k: v for k, v in self._placements.items() if k[0] in self._seen}
+        self._seen = set()
+
+
 def _seconds(ts: datetime | None) -> float:
     return ts.timestamp() if ts is not None else 0.0
 
 
-async def clusters_of_fleet(
-    conn: AsyncConnection, catalog: Catalog
-) -> tuple[list[Cluster], dict[str, uuid.UUID]]:
-    """Every cluster with its nodes and devices, and the ids by cluster name."""
+class FleetCache:
+    """Each cluster's nodes as the core models them, by inventory generation: a cycle reads
+    the nodes and devices only of clusters whose agent reported since the last cycle."""
+
+    def __init__(self) -> None:
+        self._nodes: dict[uuid.UUID, tuple[int, tuple[Node, ...]]] = {}
+
+    def stale(self, generations: dict[uuid.UUID, int]) -> list[uuid.UUID]:
+        """Clusters whose cached nodes are older than `generations` say (or not cached)."""
+        self._nodes = {k: v for k, v in self._nodes.items() if k in generations}
+        return [c for c, g in generations.items() if self._nodes.get(c, (-1,))[0] != g]
+
+    def put(self, cluster_id: uuid.UUID, generation: int, found: tuple[Node, ...]) -> None:
+        """Remember a cluster's nodes at `generation`."""
+        self._nodes[cluster_id] = (generation, found)
+
+    def nodes(self, cluster_id: uuid.UUID) -> tuple[Node, ...]:
+        """The cached nodes of a cluster."""
+        return self._nodes[cluster_id][1]
+
+
+async def _read_nodes(
+    conn: AsyncConnection, catalog: Catalog, cluster_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, list[Node]]:
+    """The nodes (with devices) of these clusters."""
     device_rows: dict[tuple[uuid.UUID, str], list[DeviceRow]] = defaultdict(list)
-    for d in await conn.execute(sa.select(devices)):
+    for d in await conn.execute(sa.select(devices).where(devices.c.cluster_id.in_(cluster_ids))):
         m = d._mapping
         device_rows[(m["cluster_id"], m["node_name"])].append(
             DeviceRow(
@@ -84,20 +181,37 @@ async def clusters_of_fleet(
                 m["used_memory_mib"],
             )
         )
-    node_map: dict[uuid.UUID, list[Any]] = defaultdict(list)
-    for n in await conn.execute(sa.select(nodes).order_by(nodes.c.cluster_id, nodes.c.name)):
+    node_map: dict[uuid.UUID, list[Node]] = defaultdict(list)
+    for n in await conn.execute(
+        sa.select(nodes).where(nodes.c.cluster_id.in_(cluster_ids)).order_by(nodes.c.name)
+    ):
         node_map[n.cluster_id].append(
             core_node(catalog, dict(n._mapping), device_rows.get((n.cluster_id, n.name), ()))
         )
+    return node_map
+
+
+async def clusters_of_fleet(
+    conn: AsyncConnection, catalog: Catalog, cache: FleetCache | None = None
+) -> tuple[list[Cluster], dict[str, uuid.UUID]]:
+    """Every cluster with its nodes and devices, and the ids by cluster name."""
+    cache = cache or FleetCache()
+    rows = (await conn.execute(sa.select(clusters).order_by(clusters.c.name))).all()
+    stale = cache.stale({c.id: c.inventory_generation for c in rows})
+    if stale:
+        fresh = await _read_nodes(conn, catalog, stale)
+        generations = {c.id: c.inventory_generation for c in rows}
+        for cluster_id in stale:
+            cache.put(cluster_id, generations[cluster_id], tuple(fresh.get(cluster_id, ())))
     out, ids = [], {}
-    for c in await conn.execute(sa.select(clusters).order_by(clusters.c.name)):
+    for c in rows:
         ids[c.name] = c.id
         out.append(
             Cluster(
                 name=c.name,
                 region=c.region,
                 zone=c.zone,
-                nodes=tuple(node_map.get(c.id, ())),
+                nodes=cache.nodes(c.id),
                 labels=MappingProxyType(dict(c.labels)),
                 ready=c.state == "Ready",
                 cordoned=c.cordoned,
@@ -149,34 +263,82 @@ async def _gang_failures(
     return {job_id: frozenset(names) for job_id, names in found.items()}
 
 
+HEAD = 2500  # jobs at the head of the queue every cycle considers
+WINDOW = 2500  # jobs behind the head a cycle considers, rotating through the rest
+
+
+async def _pending_rows(
+    conn: AsyncConnection, base: sa.Select[Any], cache: CompiledCache
+) -> list[Any]:
+    """The head of the queue plus a window rotating over the rest, so that every queued job is
+    considered within ceil((queued - HEAD) / WINDOW) cycles, whatever the queue's length."""
+    queued = base.where(
+        jobs.c.state == "Queued",
+        sa.or_(jobs.c.not_before.is_(None), jobs.c.not_before <= sa.func.now()),
+    ).order_by(jobs.c.priority.desc(), jobs.c.queued_at, jobs.c.id)
+    rows: list[Any] = list(await conn.execute(queued.limit(HEAD + WINDOW + 1)))
+    if len(rows) <= HEAD + WINDOW:
+        cache.rotation = 0
+        return rows
+    rest: list[Any] = list(await conn.execute(queued.offset(HEAD + cache.rotation).limit(WINDOW)))
+    if len(rest) < WINDOW:  # past the end: wrap to just behind the head
+        wrap = list(await conn.execute(queued.offset(HEAD).limit(WINDOW - len(rest))))
+        rest += wrap
+        cache.rotation = len(wrap)
+    else:
+        cache.rotation += WINDOW
+    seen = {r.id for r in rows[:HEAD]}
+    unique = {r.id: r for r in rest if r.id not in seen}
+    return rows[:HEAD] + list(unique.values())
+
+
 async def read(
-    conn: AsyncConnection, catalog: Catalog, *, now: float, max_pending: int = 5000
+    conn: AsyncConnection,
+    catalog: Catalog,
+    *,
+    now: float,
+    cache: CompiledCache | None = None,
+    fleet_cache: FleetCache | None = None,
 ) -> Read:
-    """Everything one cycle needs, read in the caller's (repeatable-read) transaction."""
-    fleet, cluster_ids = await clusters_of_fleet(conn, catalog)
+    """Everything one cycle needs, read in the caller's (repeatable-read) transaction.
+
+    Only what changed is decoded: compiled forms and placements come from `cache` when known
+    (fetched for new jobs only), nodes from `fleet_cache` unless their cluster reported.
+    """
+    cache = cache or CompiledCache()
+    fleet, cluster_ids = await clusters_of_fleet(conn, catalog, fleet_cache)
     cluster_names = {v: k for k, v in cluster_ids.items()}
     queue_list = await queue_models(conn)
-    job_cols = (
-        jobs.c.id,
-        jobs.c.spec,
-        jobs.c.state,
-        jobs.c.priority,
-        jobs.c.preemptible,
-        jobs.c.version,
-        jobs.c.epoch,
-        jobs.c.queued_at,
-        jobs.c.started_at,
-        jobs.c.reason,
-        jobs.c.pending_reasons,
-        jobs.c.cluster_id,
-        tenants.c.name.label("tenant"),
-        queues.c.name.label("queue"),
-    )
     base = (
-        sa.select(*job_cols)
+        sa.select(
+            jobs.c.id,
+            jobs.c.state,
+            jobs.c.priority,
+            jobs.c.preemptible,
+            jobs.c.version,
+            jobs.c.epoch,
+            jobs.c.queued_at,
+            jobs.c.started_at,
+            jobs.c.reason,
+            jobs.c.pending_reasons,
+            jobs.c.cluster_id,
+            tenants.c.name.label("tenant"),
+            queues.c.name.label("queue"),
+        )
         .join(tenants, tenants.c.id == jobs.c.tenant_id)
         .join(queues, queues.c.id == jobs.c.queue_id)
     )
+    held_rows = (
+        await conn.execute(
+            base.join(
+                placements,
+                sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
+            ).where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
+        )
+    ).all()
+    pending_rows = await _pending_rows(conn, base, cache)
+    await cache.load(conn, [r.id for r in held_rows], [(r.id, r.epoch) for r in held_rows])
+    await cache.load(conn, [r.id for r in pending_rows], [])
     result = Read(Snapshot(), [], {}, cluster_ids)
     avoided = await _gang_failures(conn, cluster_names)
 
@@ -194,50 +356,34 @@ async def read(
             row.id, row.version, row.state, row.epoch, row.reason, row.pending_reasons
         )
         try:
-            return core_job(catalog, facts, row.spec)
-        except UnknownFlavor as exc:
+            compiled, tasks = cache.get(row.id)
+        except ValueError as exc:
             result.invalid[facts.id] = str(exc)
             return None
+        return core_job(compiled, facts, tasks)
 
-    held = await conn.execute(
-        base.add_columns(placements.c.assignment)
-        .join(
-            placements,
-            sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
-        )
-        .where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
-    )
     placed: list[Placement] = []
     reservations: list[Placement] = []
     preempting: set[str] = set()
-    for row in held:
+    for row in held_rows:
         job = model(row)
         if job is None:
             continue
-        flavors = row.assignment.get("flavors", {})
-        task_index = {t.name: i for i, t in enumerate(job.tasks)}
+        flavors, replicas = cache.placement(row.id, row.epoch, job)
         placement = Placement(
             job=job,
             cluster=cluster_names.get(row.cluster_id, ""),
-            flavors=tuple(flavors.get(t.name) or "" for t in job.tasks),
-            replicas=tuple(
-                ReplicaPlacement(task_index[h["task"]], h["node"], tuple(h["devices"]))
-                for h in row.assignment.get("hints", [])
-                if h["task"] in task_index
-            ),
+            flavors=flavors,
+            replicas=replicas,
             epoch=row.epoch,
         )
         placed.append(placement)
-        if row.state in UNCOUNTED:
+        if row.state in UNCOUNTED_STATES:
             reservations.append(placement)
         if row.state == "Preempting":
             preempting.add(job.id)
-    pending_rows = await conn.execute(
-        base.where(jobs.c.state == "Queued")
-        .order_by(jobs.c.priority.desc(), jobs.c.queued_at)
-        .limit(max_pending)
-    )
     result.pending = [j for j in (model(r) for r in pending_rows) if j is not None]
+    cache.prune()
     result.snapshot = Snapshot(
         clusters=tuple(fleet),
         queues=tuple(queue_list),

@@ -1,7 +1,9 @@
 """Write one cycle's decisions: placements, preemptions, pending reasons, rejections.
 
-Each decision runs in a savepoint and re-checks the job's version from the snapshot, so a job
-that changed meanwhile (cancelled, say) is skipped without undoing the others.
+Every decision re-checks the job's version from the snapshot, so a job that changed meanwhile
+(cancelled, say) is skipped without undoing the others. Placements and pending reasons are
+written set-wise, a few statements per cycle whatever their number; the rarer preemptions and
+rejections each run in a savepoint.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.controllers.snapshot import Read
 from federation.errors import Conflict, IllegalTransition
 from federation.scheduling.decisions import CycleResult, Placed, Preempted
 from federation.scheduling.status import Status
-from federation.store.jobs import add_event, release_placements, transition
-from federation.store.listener import PLACEMENTS, notify
-from federation.store.tables import jobs, placements, tasks
+from federation.store.events import add_event
+from federation.store.lifecycle import NewPlacement, move_job, place_jobs, release_placements
 
 log = logging.getLogger(__name__)
 
@@ -43,41 +45,40 @@ def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
     }
 
 
-async def _place(conn: AsyncConnection, read: Read, decision: Placed) -> None:
+def _placement(read: Read, decision: Placed) -> NewPlacement:
     p = decision.placement
     ref = read.refs[p.job.id]
-    cluster_id = read.cluster_ids[p.cluster]
-    epoch = ref.epoch + 1
-    flavors = {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)}
-    hints = [
-        {"task": p.job.tasks[r.task].name, "replica": n, "node": r.node, "devices": list(r.devices)}
-        for n, r in enumerate(p.replicas)
-    ]
-    await transition(
-        conn,
-        ref.id,
-        "Placed",
-        reason="Placed",
+    return NewPlacement(
+        job_id=ref.id,
+        version=ref.version,
+        cluster_id=read.cluster_ids[p.cluster],
+        epoch=ref.epoch + 1,
+        flavors={t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)},
+        hints=[
+            {
+                "task": p.job.tasks[r.task].name,
+                "replica": n,
+                "node": r.node,
+                "devices": list(r.devices),
+            }
+            for n, r in enumerate(p.replicas)
+        ],
         message=decision.reason,
-        data={"cluster": p.cluster, "flavors": flavors, "scores": dict(decision.scores)},
-        expected_version=ref.version,
-        values={"cluster_id": cluster_id, "epoch": epoch, "pending_reasons": {}},
+        data={
+            "cluster": p.cluster,
+            "flavors": {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)},
+            "scores": dict(decision.scores),
+        },
     )
-    await conn.execute(
-        sa.insert(placements).values(
-            job_id=ref.id,
-            epoch=epoch,
-            cluster_id=cluster_id,
-            assignment={"flavors": flavors, "hints": hints},
-        )
-    )
-    for name, flavor in flavors.items():
-        await conn.execute(
-            sa.update(tasks)
-            .where(tasks.c.job_id == ref.id, tasks.c.name == name)
-            .values(flavor=flavor)
-        )
-    await notify(conn, PLACEMENTS, str(cluster_id))
+
+
+_PENDING = sa.text(
+    """
+    UPDATE jobs SET pending_reasons = v.reasons, reason = v.reason
+    FROM jsonb_to_recordset(:items) AS v(id uuid, version int, reasons jsonb, reason text)
+    WHERE jobs.id = v.id AND jobs.version = v.version
+    """
+).bindparams(sa.bindparam("items", type_=JSONB))
 
 
 async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: Written) -> None:
@@ -85,7 +86,7 @@ async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: 
     for victim in decision.victims:
         ref = read.refs[victim.job.id]
         await release_placements(conn, ref.id)
-        await transition(
+        await move_job(
             conn,
             ref.id,
             "Preempting",
@@ -121,15 +122,17 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
             out.skipped += 1
             return False
 
-    for placed in result.placed:
-        out.placed += await guarded(placed.placement.job.id, _place(conn, read, placed))
+    wanted = [_placement(read, placed) for placed in result.placed]
+    done = await place_jobs(conn, wanted)
+    out.placed = len(done)
+    out.skipped += len(wanted) - len(done)
     for preempted in result.preempted:
         out.preempted += await guarded(preempted.preemptor.id, _preempt(conn, read, preempted, out))
     for rejected in result.rejected:
         ref = read.refs[rejected.job.id]
         out.rejected += await guarded(
             rejected.job.id,
-            transition(
+            move_job(
                 conn,
                 ref.id,
                 "Failed",
@@ -144,7 +147,7 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
         if ref.state == "Queued":
             out.rejected += await guarded(
                 job_id,
-                transition(
+                move_job(
                     conn,
                     ref.id,
                     "Failed",
@@ -153,14 +156,20 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
                     expected_version=ref.version,
                 ),
             )
+    changed = []
     for pending in result.pending:
         ref = read.refs[pending.job.id]
         reasons = _reasons(pending.reasons)
         if reasons != ref.pending_reasons or pending.message != ref.reason:
-            await conn.execute(
-                sa.update(jobs)
-                .where(jobs.c.id == ref.id, jobs.c.version == ref.version)
-                .values(pending_reasons=reasons, reason=pending.message[:2000])
+            changed.append(
+                {
+                    "id": str(ref.id),
+                    "version": ref.version,
+                    "reasons": reasons,
+                    "reason": pending.message[:2000],
+                }
             )
-            out.pending_updated += 1
+    if changed:
+        await conn.execute(_PENDING, {"items": changed})
+        out.pending_updated = len(changed)
     return out

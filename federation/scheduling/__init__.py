@@ -29,7 +29,6 @@ from federation.scheduling.framework import (
     SchedulerConfig,
     ScorePlugin,
 )
-from federation.scheduling.lifecycle import transition
 from federation.scheduling.model import (
     COMPUTE,
     CPU,
@@ -114,5 +113,4 @@ __all__ = [
     "ordered",
     "release",
     "schedule",
-    "transition",
 ]

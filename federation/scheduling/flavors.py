@@ -14,8 +14,8 @@ from itertools import islice, product
 from typing import Protocol
 
 from federation.scheduling.framework import Estimate, JobContext, Profile, SchedulerConfig
+from federation.scheduling.measures import relative_speed
 from federation.scheduling.model import Assignment, FlavorOption, Job
-from federation.scheduling.plugins.performance import relative_speed
 from federation.scheduling.state import ClusterState
 from federation.scheduling.status import SUCCESS, Code, Status
 

@@ -27,8 +27,8 @@ from federation.scheduling.devices import WHOLE
 from federation.scheduling.flavors import FitCheck, Verdict
 from federation.scheduling.framework import JobContext
 from federation.scheduling.model import Placement
-from federation.scheduling.plugins.gang_fit import Room
 from federation.scheduling.quota import QuotaLedger
+from federation.scheduling.room import Room
 from federation.scheduling.state import ClusterState, Usage
 
 Cost = tuple[int, int, float, int]  # top victim priority, victims, run time lost, cluster order

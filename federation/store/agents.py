@@ -14,9 +14,11 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from federation.compiled import CompiledJob
 from federation.errors import NotFound
-from federation.scheduling.lifecycle import JOB_TRANSITIONS
-from federation.store.jobs import add_event, release_placements, transition
+from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
+from federation.store.events import add_event
+from federation.store.lifecycle import cluster_alive, may_move, move_job, release_placements
 from federation.store.tables import clusters, devices, jobs, nodes, placements, tenants
 from federation.wire.agent import (
     Assignment,
@@ -25,6 +27,7 @@ from federation.wire.agent import (
     Registration,
     ReplicaHint,
     StatusUpdate,
+    assigned_tasks,
 )
 
 
@@ -34,50 +37,40 @@ async def register(
     """Record what the agent says of its cluster, mark it Ready; return (name, generation)."""
     row = (
         await conn.execute(
-            sa.select(clusters.c.name, clusters.c.state, clusters.c.inventory_generation)
-            .where(clusters.c.id == cluster_id)
-            .with_for_update()
+            sa.select(clusters.c.name, clusters.c.inventory_generation).where(
+                clusters.c.id == cluster_id
+            )
         )
     ).one_or_none()
     if row is None:
         raise NotFound("cluster", str(cluster_id))
     if row.name != reg.cluster:
         raise NotFound("cluster", reg.cluster)
-    await conn.execute(
-        sa.update(clusters)
-        .where(clusters.c.id == cluster_id)
-        .values(
-            region=reg.region,
-            zone=reg.zone,
-            labels=reg.labels,
-            kubernetes_version=reg.kubernetes_version,
-            agent_version=reg.agent_version,
-            state="Ready",
-            last_heartbeat=sa.func.now(),
-            version=clusters.c.version + 1,
-        )
+    was = await cluster_alive(
+        conn,
+        cluster_id,
+        registering=True,
+        region=reg.region,
+        zone=reg.zone,
+        labels=reg.labels,
+        kubernetes_version=reg.kubernetes_version,
+        agent_version=reg.agent_version,
     )
-    if row.state != "Ready":
+    if was != "Ready":
         await add_event(
             conn,
             kind="Cluster",
             reason="Registered",
             cluster_id=cluster_id,
             message=f"agent {reg.agent_version or '?'}, Kubernetes {reg.kubernetes_version or '?'}",
-            data={"from": row.state},
+            data={"from": was},
         )
     return row.name, int(row.inventory_generation)
 
 
 async def heartbeat(conn: AsyncConnection, cluster_id: uuid.UUID) -> None:
     """Note that the cluster's agent is alive (a NotReady cluster becomes Ready again)."""
-    result = await conn.execute(
-        sa.update(clusters)
-        .where(clusters.c.id == cluster_id, clusters.c.state != "Pending")
-        .values(last_heartbeat=sa.func.now(), state="Ready")
-        .returning(clusters.c.id)
-    )
-    if result.first() is None:
+    if await cluster_alive(conn, cluster_id, registering=False) is None:
         raise NotFound("registered cluster", str(cluster_id))
 
 
@@ -159,7 +152,7 @@ async def assignments(
             placements.c.state,
             placements.c.assignment,
             jobs.c.name,
-            jobs.c.spec,
+            jobs.c.compiled,
             jobs.c.priority,
             jobs.c.priority_class,
             jobs.c.preemptible,
@@ -173,7 +166,7 @@ async def assignments(
     )
     out = []
     for r in rows:
-        spec = r.spec["spec"]
+        compiled = CompiledJob.model_validate(r.compiled)
         out.append(
             Assignment(
                 job=r.job_id,
@@ -185,9 +178,8 @@ async def assignments(
                 priority=r.priority,
                 priority_class=r.priority_class,
                 preemptible=r.preemptible,
-                gang=spec.get("gang", True),
-                flavors=r.assignment.get("flavors", {}),
-                tasks=spec["tasks"],
+                gang=compiled.gang,
+                tasks=assigned_tasks(compiled, r.assignment.get("flavors", {})),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
             )
         )
@@ -211,44 +203,115 @@ _TARGET = {
     "Evicted": "Queued",
     "Unschedulable": "Queued",
 }
+_WAITING = ("Placed", "Dispatched")
+
+
+async def _note_waiting(
+    conn: AsyncConnection, job_id: uuid.UUID, cluster: str, update: StatusUpdate, current: str
+) -> str | None:
+    """Record why the cluster has not bound the job's pods; return the job's new reason (None
+    when it already said so)."""
+    reason = f"waiting in cluster {cluster}: {update.message}"[:2000]
+    if reason == current:
+        return None
+    await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            reason=reason,
+            pending_reasons={
+                cluster: {"code": "cluster", "reason": update.message, "plugin": update.reason}
+            },
+        )
+    )
+    await add_event(
+        conn,
+        kind="Job",
+        reason="ClusterWaiting",
+        message=update.message,
+        job_id=job_id,
+        data={"cluster": cluster, "cluster_report": update.reason, "epoch": update.epoch},
+    )
+    return reason
 
 
 async def apply_status(
-    conn: AsyncConnection, cluster_id: uuid.UUID, update: StatusUpdate
+    conn: AsyncConnection,
+    cluster_id: uuid.UUID,
+    update: StatusUpdate,
+    retry: RetryPolicy = DEFAULT_RETRY,
 ) -> StatusOutcome:
-    """Apply one status update of this cluster's placement (idempotent, fenced by epoch)."""
+    """Apply one status update of this cluster's placement (idempotent, fenced by epoch).
+
+    A placement the cluster could not start (`Unschedulable`) sends the job back to the queue
+    with a growing back-off, and fails it after `retry.max_failures` such placements; while
+    pods wait, the cluster's reason becomes the job's reason (shown by explain).
+    """
     job = (
         await conn.execute(
-            sa.select(jobs.c.state, jobs.c.epoch, jobs.c.cluster_id)
+            sa.select(
+                jobs.c.state,
+                jobs.c.epoch,
+                jobs.c.cluster_id,
+                jobs.c.reason,
+                jobs.c.placement_failures,
+                clusters.c.name.label("cluster"),
+            )
+            .join(clusters, clusters.c.id == jobs.c.cluster_id)
             .where(jobs.c.id == update.job)
-            .with_for_update()
+            .with_for_update(of=jobs)
         )
     ).one_or_none()
     if job is None or job.epoch != update.epoch or job.cluster_id != cluster_id:
         return StatusOutcome("stale")
     target = _TARGET[update.state]
     if update.state == "Running" and job.state == "Placed":
-        await transition(conn, update.job, "Dispatched", reason="Applied")
+        await move_job(conn, update.job, "Dispatched", reason="Applied")
         job_state = "Dispatched"
     else:
         job_state = job.state
-    if job_state == target or target not in JOB_TRANSITIONS.get(job_state, frozenset()):
+    note = None
+    if update.state == "Applied" and update.message and job_state in _WAITING:
+        note = await _note_waiting(conn, update.job, job.cluster, update, job.reason)
+        if job_state == "Dispatched":
+            return StatusOutcome("duplicate" if note is None else "applied", job_state)
+    if job_state == target or not may_move(job_state, target):
         return StatusOutcome("duplicate", job_state)
     if update.state == "Evicted" and job_state != "Preempting":
         reason = "PodsLost"  # pods vanished under a running job: run it again elsewhere
     else:
         reason = update.reason or update.state
+    message = update.message
     values: dict[str, Any] = {}
     if target in ("Queued", "Succeeded", "Failed"):
         await release_placements(conn, update.job)
+    if update.state == "Unschedulable":
+        failures = job.placement_failures + 1
+        values["placement_failures"] = failures
+        if failures >= retry.max_failures:
+            target, reason = "Failed", "NeverBound"
+            message = (
+                f"the cluster could not start the job {failures} times "
+                f"(last: {job.cluster}: {update.message})"
+            )
+        else:
+            delay = retry.delay(failures)
+            values["not_before"] = sa.func.now() + sa.func.make_interval(0, 0, 0, 0, 0, 0, delay)
+            message = (
+                f"cluster {job.cluster} could not start it ({update.message}); "
+                f"re-placed in {delay:.0f} s, attempt {failures + 1} of {retry.max_failures}"
+            )
     if target == "Queued":
-        values = {"cluster_id": None}
-    moved = await transition(
+        values["cluster_id"] = None
+    if target == "Running":
+        values["pending_reasons"] = {}  # the cluster's waiting reason no longer holds
+    await move_job(
         conn,
         update.job,
         target,
         reason=reason,
-        message=update.message,
+        note=message if update.state == "Unschedulable" else note,
+        message=message,
         data={
             "cluster_report": update.state,
             "cluster_id": str(cluster_id),
@@ -261,4 +324,4 @@ async def apply_status(
         },
         values=values,
     )
-    return StatusOutcome("applied", moved.state)
+    return StatusOutcome("applied", target)

@@ -13,7 +13,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import NotFound
-from federation.store.jobs import add_event
+from federation.store.events import add_event
 from federation.store.tables import clusters, devices, nodes
 
 

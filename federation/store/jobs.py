@@ -1,7 +1,6 @@
-"""Jobs: submission (idempotent), reads with cursor pagination, and state transitions.
+"""Jobs: submission (idempotent), reads with cursor pagination, and cancellation.
 
-Every state change is one transaction: the job row is locked, the transition checked against
-the lifecycle table, the row updated with a new version, and an event written beside it.
+State changes go through `federation.store.lifecycle`; `transition` here returns the job.
 """
 
 from __future__ import annotations
@@ -18,10 +17,10 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, FieldError, InvalidInput, NotFound
-from federation.scheduling.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, check_job
-from federation.store.listener import JOBS, PLACEMENTS, notify
+from federation.store.lifecycle import may_move, move_job, release_placements
+from federation.store.listener import JOBS
 from federation.store.records import Event, Job
-from federation.store.tables import clusters, events, jobs, placements, queues, tenants
+from federation.store.tables import clusters, events, jobs, queues, tenants
 from federation.validation import INT64_MAX
 
 MAX_PAGE = 500
@@ -32,7 +31,7 @@ _JOB_COLUMNS = (
     queues.c.name.label("queue"),
     clusters.c.name.label("cluster"),
 )
-_SKIP = {"idempotency_key", "request_hash", "cluster_id"}
+_SKIP = {"idempotency_key", "request_hash", "cluster_id", "compiled"}
 
 
 def _job_query() -> sa.Select[Any]:
@@ -59,35 +58,13 @@ class NewJob:
     name: str
     labels: dict[str, str]
     spec: dict[str, Any]
+    compiled: dict[str, Any]  # federation.compiled.CompiledJob, JSON form
     priority: int
     priority_class: str
     preemptible: bool
-    tasks: list[tuple[str, int, dict[str, Any]]]
+    tasks: list[tuple[str, int]]  # (name, replicas)
     idempotency_key: str | None = None
     request_hash: str | None = None
-
-
-async def add_event(
-    conn: AsyncConnection,
-    *,
-    kind: str,
-    reason: str,
-    message: str = "",
-    job_id: uuid.UUID | None = None,
-    cluster_id: uuid.UUID | None = None,
-    data: Mapping[str, Any] | None = None,
-) -> None:
-    """Append an event (in the caller's transaction)."""
-    await conn.execute(
-        sa.insert(events).values(
-            job_id=job_id,
-            cluster_id=cluster_id,
-            kind=kind,
-            reason=reason,
-            message=message,
-            data=dict(data or {}),
-        )
-    )
 
 
 # Statements of the submission hot path are built once, so SQLAlchemy compiles them once.
@@ -100,9 +77,9 @@ _INSERT_JOB_ONCE = (
 _ADD_TASKS_EVENT_AND_WAKE = sa.text(
     """
     WITH new_tasks AS (
-        INSERT INTO tasks (job_id, name, replicas, spec)
-        SELECT :job_id, t.name, t.replicas, t.spec
-        FROM jsonb_to_recordset(:tasks) AS t(name text, replicas int, spec jsonb)
+        INSERT INTO tasks (job_id, name, replicas)
+        SELECT :job_id, t.name, t.replicas
+        FROM jsonb_to_recordset(:tasks) AS t(name text, replicas int)
     ), new_event AS (
         INSERT INTO events (job_id, kind, reason, message, data)
         VALUES (:job_id, 'Job', 'Submitted', :message, '{}'::jsonb)
@@ -130,6 +107,7 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
         "name": new.name,
         "labels": new.labels,
         "spec": new.spec,
+        "compiled": new.compiled,
         "state": "Queued",
         "priority": new.priority,
         "priority_class": new.priority_class,
@@ -158,7 +136,7 @@ async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
         _ADD_TASKS_EVENT_AND_WAKE,
         {
             "job_id": job_id,
-            "tasks": [{"name": n, "replicas": r, "spec": spec} for n, r, spec in new.tasks],
+            "tasks": [{"name": n, "replicas": r} for n, r in new.tasks],
             "message": f"queued in {new.priority_class}",
             "channel": JOBS,
         },
@@ -240,40 +218,17 @@ async def transition(
     tenant_id: uuid.UUID | None = None,
     values: Mapping[str, Any] | None = None,
 ) -> Job:
-    """Move a job to `target` under a row lock, checking the lifecycle and the version."""
-    query = sa.select(jobs.c.state, jobs.c.version).where(jobs.c.id == job_id).with_for_update()
-    if tenant_id is not None:
-        query = query.where(jobs.c.tenant_id == tenant_id)
-    row = (await conn.execute(query)).one_or_none()
-    if row is None:
-        raise NotFound("job", str(job_id))
-    if expected_version is not None and row.version != expected_version:
-        raise Conflict(f"job changed meanwhile: version is {row.version}, not {expected_version}")
-    check_job(row.state, target)
-    stamps: dict[str, Any] = {}
-    if target == "Running":
-        stamps["started_at"] = sa.func.coalesce(jobs.c.started_at, sa.func.now())
-    if target in TERMINAL_JOB_STATES:
-        stamps["finished_at"] = sa.func.now()
-    await conn.execute(
-        sa.update(jobs)
-        .where(jobs.c.id == job_id)
-        .values(
-            state=target,
-            reason=reason,
-            version=jobs.c.version + 1,
-            updated_at=sa.func.now(),
-            **stamps,
-            **dict(values or {}),
-        )
-    )
-    await add_event(
+    """Move a job to `target` (see `lifecycle.move_job`) and return it."""
+    await move_job(
         conn,
-        kind="Job",
+        job_id,
+        target,
         reason=reason,
-        message=message or f"{row.state} → {target}",
-        job_id=job_id,
-        data={"from": row.state, "to": target, **dict(data or {})},
+        message=message,
+        data=data,
+        expected_version=expected_version,
+        tenant_id=tenant_id,
+        values=values,
     )
     return await get(conn, job_id)
 
@@ -290,26 +245,10 @@ async def cancel(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID 
         raise NotFound("job", str(job_id))
     if state == "Cancelled":
         return await get(conn, job_id)
-    if "Cancelled" not in JOB_TRANSITIONS.get(state, frozenset()):
+    if not may_move(state, "Cancelled"):
         raise Conflict(f"job already {state}; nothing to cancel", state=state)
     await release_placements(conn, job_id)
     return await transition(conn, job_id, "Cancelled", reason="Cancelled", tenant_id=tenant_id)
-
-
-async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
-    """Mark the job's active placements released, with a new revision so agents notice."""
-    released = await conn.execute(
-        sa.update(placements)
-        .where(placements.c.job_id == job_id, placements.c.state == "Active")
-        .values(
-            state="Released",
-            released_at=sa.func.now(),
-            revision=sa.func.nextval("placement_revision_seq"),
-        )
-        .returning(placements.c.cluster_id)
-    )
-    for cluster_id in {r.cluster_id for r in released}:
-        await notify(conn, PLACEMENTS, str(cluster_id))
 
 
 async def job_events(

@@ -66,6 +66,8 @@ class Job:
     pending_reasons: dict[str, Any]
     cluster: str | None
     epoch: int
+    placement_failures: int
+    not_before: datetime | None
     version: int
     queued_at: datetime
     started_at: datetime | None

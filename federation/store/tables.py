@@ -155,7 +155,9 @@ jobs = Table(
     Column("queue_id", ForeignKey("queues.id", ondelete="RESTRICT"), nullable=False),
     Column("name", String(63), nullable=False),
     Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
-    Column("spec", JSONB, nullable=False),
+    Column("spec", JSONB, nullable=False),  # the manifest as submitted
+    # federation.compiled.CompiledJob: the one form everything after the API reads
+    Column("compiled", JSONB, nullable=True),
     Column("state", String(16), nullable=False),
     Column("priority", Integer, nullable=False),
     Column("priority_class", String(63), nullable=False),
@@ -165,6 +167,9 @@ jobs = Table(
     Column("pending_reasons", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     Column("cluster_id", ForeignKey("clusters.id", ondelete="SET NULL"), nullable=True),
     Column("epoch", BigInteger, nullable=False, server_default="0"),
+    # placements the cluster could not start (gang timeout): re-placement backs off, then fails
+    Column("placement_failures", Integer, nullable=False, server_default="0"),
+    Column("not_before", DateTime(timezone=True), nullable=True),  # no re-placement before
     Column("idempotency_key", String(128), nullable=True),
     Column("request_hash", String(64), nullable=True),
     Column("version", Integer, nullable=False, server_default="1"),
@@ -185,7 +190,6 @@ tasks = Table(
     Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
     Column("name", String(63), primary_key=True),
     Column("replicas", Integer, nullable=False),
-    Column("spec", JSONB, nullable=False),
     Column("flavor", String(128), nullable=True),
     Column("running", Integer, nullable=False, server_default="0"),
     Column("succeeded", Integer, nullable=False, server_default="0"),

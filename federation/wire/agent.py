@@ -8,10 +8,12 @@ status in acknowledged batches. Every message is idempotent: replays change noth
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from federation.compiled import CompiledJob, CompiledTask, DeviceOption
 from federation.scheduling.devices import NodeDevices
 from federation.spec import DnsLabel, Labels, LabelValue
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
@@ -46,6 +48,7 @@ class RegistrationReply(_Msg):
     cluster: str
     inventory_generation: int = Field(alias="inventoryGeneration")
     heartbeat_interval_s: float = Field(alias="heartbeatIntervalS")
+    gang_timeout_s: float = Field(default=120.0, alias="gangTimeoutS", gt=0)
 
 
 class Taint(_Msg):
@@ -127,6 +130,23 @@ class ReplicaHint(_Msg):
     devices: list[int] = Field(default_factory=list)
 
 
+class AssignedTask(_Msg):
+    """A compiled task and the option the hub chose for it (None: no accelerators)."""
+
+    task: CompiledTask
+    device: DeviceOption | None = None
+
+    @property
+    def flavor(self) -> str | None:
+        """The chosen catalog flavor."""
+        return self.device.flavor if self.device is not None else None
+
+
+def assigned_tasks(compiled: CompiledJob, flavors: Mapping[str, str | None]) -> list[AssignedTask]:
+    """The compiled tasks of a job with the options of the flavors its placement chose."""
+    return [AssignedTask(task=t, device=t.option(flavors.get(t.name))) for t in compiled.tasks]
+
+
 class Assignment(_Msg):
     """A placement the agent must realize (`Active`) or tear down (`Released`)."""
 
@@ -140,9 +160,13 @@ class Assignment(_Msg):
     priority_class: str = Field(alias="priorityClass")
     preemptible: bool
     gang: bool
-    flavors: dict[str, str | None]  # task -> catalog flavor (None: no accelerators)
-    tasks: list[dict[str, Any]]  # the tasks of the job manifest (JSON form of spec.Task)
+    tasks: list[AssignedTask]
     hints: list[ReplicaHint] = Field(default_factory=list)
+
+    @property
+    def replicas(self) -> int:
+        """Pods of this placement."""
+        return sum(t.task.replicas for t in self.tasks)
 
 
 class AssignmentBatch(_Msg):

@@ -19,7 +19,11 @@ MANAGED_LABEL = PREFIX + "managed"  # "true" on every pod Suanpan created
 # annotations written by the agent at pod creation
 FLAVOR = PREFIX + "flavor"  # catalog key, e.g. "huawei/Ascend910B3"
 DEVICE_REQUEST = PREFIX + "device-request"  # JSON {"count": int, "milli": int, "memoryMib": int}
-HINT_DEVICES = PREFIX + "hint-devices"  # hub's estimate "node:0,1,2,3" (extender may ignore)
+HINT_DEVICES = PREFIX + "hint-devices"  # hub's choice "node:0,1,2,3", preferred at bind if free
+GANG = PREFIX + "gang"  # gang of the pod: "<job id>-e<epoch>" (every member binds or none)
+GANG_SIZE = PREFIX + "gang-size"  # members of the gang that bind through the extender
+ACCELERATOR_NODES = PREFIX + "accelerator-nodes"  # task annotation "allow": CPU-only pods may
+# land on accelerator nodes (otherwise a required node affinity keeps them off)
 RUN_SECONDS = PREFIX + "run-seconds"  # simulated workloads: run this long, then succeed
 FAIL_REASON = PREFIX + "fail-reason"  # simulated workloads: fail with this reason
 
@@ -27,5 +31,6 @@ FAIL_REASON = PREFIX + "fail-reason"  # simulated workloads: fail with this reas
 DEVICES = PREFIX + "devices"  # exact device indices on the bound node, e.g. "0,1,2,3"
 BOUND_NODE = PREFIX + "bound-node"  # node chosen by the extender (equals spec.nodeName)
 
+GANG_GATE = PREFIX + "gang"  # scheduling gate of gang members until every member exists
+
 SCHEDULER_NAME = "suanpan-scheduler"  # profile name of the kube-scheduler using our extender
-GANG_TIMEOUT_S = 120  # a gang not fully bound in this time is reported to the hub

@@ -6,6 +6,8 @@
   session end, also when tests fail.
 * `k8s_clusters`: 2 clusters without extender; parametrize it indirectly with
   `{"clusters": N, "extender_url": URL}` for another shape.
+* `kc` / `ns`: a client of, and a fresh namespace (emptied and deleted after the test) in, the
+  cluster of the requesting module's `stack` fixture (anything with `.cluster`).
 
 The binaries are built (cold: minutes) right after collection when a selected test
 needs them, so the build does not count against a single test's timeout.  If they
@@ -15,13 +17,16 @@ cannot be built, the fixtures fail (never skip).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+import uuid
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from deploy.local.binaries import BuildError, ensure_binaries
 from deploy.local.clusters import ClustersError, Environment, down, up
+from deploy.local.kube import KubeClient, KubeError, wait_for
 
 ExtenderURL = str | Mapping[str, str] | None
 
@@ -99,3 +104,34 @@ def k8s_clusters(k8s_env_factory: K8sEnvFactory, request: pytest.FixtureRequest)
     """Two running clusters without extender (or the shape given by indirect parametrization)."""
     shape = getattr(request, "param", {})
     return k8s_env_factory(shape.get("clusters", 2), shape.get("extender_url"))
+
+
+@pytest.fixture
+async def kc(stack: Any) -> AsyncIterator[KubeClient]:
+    """An admin client of the module's `stack` cluster."""
+    async with stack.cluster.client() as client:
+        yield client
+
+
+@pytest.fixture
+async def ns(kc: KubeClient) -> AsyncIterator[str]:
+    """A fresh namespace whose pods are deleted (and gone) after the test."""
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    await kc.post("/api/v1/namespaces", {"metadata": {"name": name}})
+
+    async def default_sa() -> bool:
+        try:
+            await kc.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
+        except KubeError:
+            return False
+        return True
+
+    await wait_for("default ServiceAccount", default_sa, 30)
+    yield name
+    await kc.request("DELETE", f"/api/v1/namespaces/{name}/pods?gracePeriodSeconds=0")
+
+    async def gone() -> bool:
+        return not (await kc.get(f"/api/v1/namespaces/{name}/pods"))["items"]
+
+    await wait_for("pods deleted", gone, 60)
+    await kc.delete(f"/api/v1/namespaces/{name}")

@@ -13,8 +13,7 @@ import asyncio
 import json
 import subprocess
 import sys
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +53,7 @@ class ExtenderProcess:
 
     @classmethod
     def start(
-        cls, kubeconfig: str, port: int, log: Path, policy: str = "suanpan"
+        cls, kubeconfig: str, port: int, log: Path, policy: str = "suanpan", *extra: str
     ) -> ExtenderProcess:
         """Start it (returns at once; see `wait_ready`)."""
         argv = [
@@ -65,6 +64,7 @@ class ExtenderProcess:
             f"127.0.0.1:{port}",
             "--policy",
             policy,
+            *extra,
         ]
         with log.open("ab") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
@@ -213,14 +213,10 @@ class Stack:
     extender: ExtenderProcess
 
 
-async def _add_box16(cs: ClusterState) -> None:
+async def add_node(cs: ClusterState, node: JSON) -> None:
+    """Create a kwok node (already there is fine) and wait until it is Ready and untainted."""
+    name = node["metadata"]["name"]
     async with cs.client() as kc:
-        node = node_manifest(
-            cs.name,
-            BOX16,
-            {B3_RESOURCE: 16},
-            **{"accelerator": "huawei-Ascend910", "accelerator-type": "module-910b-16"},
-        )
         try:
             await kc.post("/api/v1/nodes", node)
         except KubeError as exc:
@@ -228,56 +224,38 @@ async def _add_box16(cs: ClusterState) -> None:
                 raise
 
         async def ready() -> bool:
-            return not await unready_nodes(kc, [BOX16])
+            return not await unready_nodes(kc, [name])
 
-        await wait_for(f"{BOX16} Ready and untainted", ready, 60)
+        await wait_for(f"{name} Ready and untainted", ready, 60)
 
 
-@pytest.fixture(scope="module")
-def stack(
-    k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
+def start_stack(
+    factory: K8sEnvFactory, workdir: Path, node: Callable[[str], JSON], *extra: str
 ) -> Iterator[Stack]:
-    """One cluster whose kube-scheduler calls a running `suanpan-extender`."""
+    """One cluster whose kube-scheduler calls a `suanpan-extender` started with `extra`
+    arguments, plus the node `node(cluster name)` builds; the extender stops at the end."""
     port = free_ports(1)[0]
-    env = k8s_env_factory(1, f"http://127.0.0.1:{port}")
-    cs = env.clusters[0]
-    extender = ExtenderProcess.start(cs.kubeconfig, port, tmp_path_factory.mktemp("ext") / "log")
+    cs = factory(1, f"http://127.0.0.1:{port}").clusters[0]
+    extender = ExtenderProcess.start(cs.kubeconfig, port, workdir / "log", "suanpan", *extra)
     try:
-        asyncio.run(_add_box16(cs))
+        asyncio.run(add_node(cs, node(cs.name)))
         asyncio.run(extender.wait_ready())
         yield Stack(cs, extender)
     finally:
         extender.stop()
 
 
-@pytest.fixture
-async def kc(stack: Stack) -> AsyncIterator[KubeClient]:
-    async with stack.cluster.client() as client:
-        yield client
-
-
-@pytest.fixture
-async def ns(kc: KubeClient) -> AsyncIterator[str]:
-    """A fresh namespace whose pods are deleted (and gone) after the test."""
-    name = f"ext-{uuid.uuid4().hex[:8]}"
-    await kc.post("/api/v1/namespaces", {"metadata": {"name": name}})
-
-    async def default_sa() -> bool:
-        try:
-            await kc.get(f"/api/v1/namespaces/{name}/serviceaccounts/default")
-        except KubeError:
-            return False
-        return True
-
-    await wait_for("default ServiceAccount", default_sa, 30)
-    yield name
-    await kc.request("DELETE", f"/api/v1/namespaces/{name}/pods?gracePeriodSeconds=0")
-
-    async def gone() -> bool:
-        return not (await kc.get(f"/api/v1/namespaces/{name}/pods"))["items"]
-
-    await wait_for("pods deleted", gone, 60)
-    await kc.delete(f"/api/v1/namespaces/{name}")
+@pytest.fixture(scope="module")
+def stack(
+    k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Stack]:
+    """The cluster with the Box16 node."""
+    labels = {"accelerator": "huawei-Ascend910", "accelerator-type": "module-910b-16"}
+    yield from start_stack(
+        k8s_env_factory,
+        tmp_path_factory.mktemp("ext"),
+        lambda cluster: node_manifest(cluster, BOX16, {B3_RESOURCE: 16}, **labels),
+    )
 
 
 async def create(kc: KubeClient, ns: str, pod: JSON) -> None:

@@ -8,12 +8,16 @@ clusters are exercised by the agent and end-to-end suites.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from federation.catalog import load_catalog
+from federation.controllers import snapshot
 from federation.controllers.scheduler import SchedulerLoop
+from federation.store.tables import jobs
 from tests.integration.conftest import Hub
 
 pytestmark = pytest.mark.integration
@@ -84,13 +88,13 @@ async def _loop(hub: Hub) -> SchedulerLoop:
 
 
 async def _status(
-    hub: Hub, token: str, job: dict[str, Any], state: str, epoch: int = 1
+    hub: Hub, token: str, job: dict[str, Any], state: str, epoch: int = 1, **extra: str
 ) -> dict[str, Any]:
     status, ack = await hub.call(
         "POST",
         "/v1/agent/status",
         token,
-        json={"updates": [{"job": job["id"], "epoch": epoch, "state": state}]},
+        json={"updates": [{"job": job["id"], "epoch": epoch, "state": state, **extra}]},
     )
     assert status == 200
     return dict(ack)
@@ -109,9 +113,9 @@ async def test_a_gang_is_placed_dispatched_run_and_released(hub: Hub) -> None:
     status, batch = await hub.call("GET", "/v1/agent/assignments", agent, params={"after": "0"})
     assert status == 200 and len(batch["items"]) == 1
     item = batch["items"][0]
-    assert (
-        item["state"] == "Active" and item["epoch"] == 1 and item["flavors"] == {"trainer": FLAVOR}
-    )
+    assert item["state"] == "Active" and item["epoch"] == 1
+    (trainer,) = item["tasks"]
+    assert trainer["task"]["name"] == "trainer" and trainer["device"]["flavor"] == FLAVOR
     assert sorted(h["node"] for h in item["hints"]) == ["n1", "n2"]
 
     assert await _status(hub, agent, job, "Applied") == {"applied": 1, "duplicate": 0, "stale": 0}
@@ -310,6 +314,84 @@ async def test_a_gang_that_could_not_start_is_replanned_on_another_cluster(hub: 
     assert ack["applied"] == 1
     _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
     assert (job["state"], job["cluster"]) == ("Queued", None)
+    assert "re-placed in 30 s, attempt 2 of 5" in job["reason"]
+    assert (await loop.cycle()).written.placed == 0  # backing off
+    await _end_backoff(hub, job["id"])
     await loop.cycle()
     _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
     assert (job["state"], job["cluster"], job["epoch"]) == ("Placed", "west", 2)
+
+
+async def _end_backoff(hub: Hub, job_id: str) -> None:
+    async with hub.db.transaction() as conn:
+        await conn.execute(
+            sa.update(jobs).where(jobs.c.id == uuid.UUID(job_id)).values(not_before=None)
+        )
+
+
+async def test_the_clusters_reason_is_explained_and_re_placement_stops_at_its_cap(hub: Hub) -> None:
+    """Regression: a job that could never bind was re-placed every 120 s forever, and explain
+    showed nothing for a dispatched job that was stuck."""
+    user = await hub.tenant_with_queue("acme")
+    east = await _agent(hub, "east", [_node("e1")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("stuck", replicas=1, count=4))
+    loop = await _loop(hub)
+    why = "0/3 nodes are available: 3 huawei/Ascend910B3: devices unhealthy."
+    for epoch in range(1, 6):
+        await loop.cycle()
+        ack = await _status(hub, east, job, "Applied", epoch, reason="Unschedulable", message=why)
+        assert ack["applied"] == 1
+        repeat = await _status(
+            hub, east, job, "Applied", epoch, reason="Unschedulable", message=why
+        )
+        assert repeat["duplicate"] == 1  # the same reason is written once
+        _, explained = await hub.call("GET", f"/v1/jobs/{job['id']}/explain", user)
+        assert explained["state"] == "Dispatched" and why in explained["summary"]
+        assert explained["clusters"] == [{"cluster": "east", "code": "cluster", "reason": why}]
+        await _status(hub, east, job, "Unschedulable", epoch, message=why)
+        await _end_backoff(hub, job["id"])
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert (job["state"], job["reason"]) == (
+        "Failed",
+        "the cluster could not start the job 5 times (last: east: " + why + ")",
+    )
+    _, events = await hub.call("GET", f"/v1/jobs/{job['id']}/events", user)
+    reasons = [e["reason"] for e in events["items"]]
+    assert reasons.count("ClusterWaiting") == 5 and reasons[-1] == "NeverBound"
+
+
+async def test_queue_usage_is_the_ledger_the_scheduler_charges(hub: Hub) -> None:
+    """Regression: the API's usage ignored per-flavor device counts and compute units."""
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("e1")])
+    manifest = _job("percount", replicas=2, count=8)
+    manifest["spec"]["tasks"][0]["resources"]["accelerators"]["anyOf"][0]["count"] = 2
+    status, _ = await hub.call("POST", "/v1/jobs", user, json=manifest)
+    assert status == 201
+    loop = await _loop(hub)
+    assert (await loop.cycle()).written.placed == 1
+    _, queue = await hub.call("GET", "/v1/tenants/acme/queues/default", user)
+    speed = load_catalog().get(FLAVOR).speed  # type: ignore[union-attr]
+    assert queue["usage"][FLAVOR] == 2 * 2 * 1000  # the flavor's own count, not 8
+    assert queue["usage"]["compute"] == round(2 * 2 * 1000 * speed)
+    assert (queue["usage"]["cpu"], queue["usage"]["memory"]) == (16000, 65536)
+
+
+async def test_every_queued_job_is_considered_within_a_bounded_number_of_cycles(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No silent cap: past the head, a window rotates over the rest of the queue."""
+    monkeypatch.setattr(snapshot, "HEAD", 2)
+    monkeypatch.setattr(snapshot, "WINDOW", 3)
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("n1", used=6)])
+    ids = []
+    for n in range(12):
+        _, job = await hub.call("POST", "/v1/jobs", user, json=_job(f"w{n}", replicas=1, count=4))
+        ids.append(job["id"])
+    loop = await _loop(hub)
+    for _ in range(-(-(12 - 2) // 3)):  # ceil((queued - HEAD) / WINDOW) cycles
+        await loop.cycle()
+    for job_id in ids:
+        _, why = await hub.call("GET", f"/v1/jobs/{job_id}/explain", user)
+        assert why["clusters"] and "next scheduling cycle" not in why["summary"], job_id

@@ -9,10 +9,10 @@ import pytest
 import sqlalchemy as sa
 
 from federation.errors import Conflict, IllegalTransition
-from federation.scheduling.lifecycle import JOB_TRANSITIONS
 from federation.store import jobs as job_store
 from federation.store import migrate, tenancy
 from federation.store.database import Database
+from federation.store.lifecycle import JOB_TRANSITIONS
 from federation.store.tables import events, jobs
 
 pytestmark = pytest.mark.integration
@@ -35,10 +35,11 @@ async def _new_job(db: Database) -> uuid.UUID:
                 name="j",
                 labels={},
                 spec={},
+                compiled={},
                 priority=0,
                 priority_class="normal",
                 preemptible=False,
-                tasks=[("w", 1, {})],
+                tasks=[("w", 1)],
             ),
         )
     return job.id

@@ -193,8 +193,23 @@ MODEL = "models:\n  nvidia/X1:\n    memory_mib: 1024\n    fp16_tflops: 50\n"
             "models['nvidia/X1'].aliases: expected a list, got str 'X'",
         ),
         (
-            "version: 1\nmodels:\n  nvidia/X1: {visible_devices_env: 1BAD}\n",
-            "models['nvidia/X1'].visible_devices_env: expected an environment variable name",
+            "version: 1\nmodels:\n  nvidia/X1: {allocation: [{kind: visible-env, "
+            "annotation: a/b, env: 1BAD}]}\n",
+            "models['nvidia/X1'].allocation[0].env: expected an environment variable name",
+        ),
+        (
+            "version: 1\nmodels:\n  nvidia/X1: {allocation: [{kind: plugin, annotation: a/b}]}\n",
+            "models['nvidia/X1'].allocation[0].kind: expected one of 'hami', 'mindcluster'",
+        ),
+        (
+            "version: 1\nmodels:\n  nvidia/X1: {allocation: [{kind: hami, annotation: a/b, "
+            "device_id: GPU}]}\n",
+            "allocation[0].device_id: expected a device id pattern containing '{index}'",
+        ),
+        (
+            "version: 1\nmodels:\n  nvidia/X1: {memory_mib: 1, fp16_tflops: 1, resource: a.b/c, "
+            "allocation: [{kind: visible-env, annotation: a/b}]}\n",
+            "models['nvidia/X1'].allocation: a visible-env record needs 'env'",
         ),
         (
             "version: 1\nvendors:\n  nvidia: {memory_mib: 3}\nmodels: {}\n",

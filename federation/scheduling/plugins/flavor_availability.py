@@ -8,7 +8,7 @@ from collections.abc import Hashable
 from federation.scheduling.devices import fit
 from federation.scheduling.framework import JobContext
 from federation.scheduling.model import Assignment, FlavorOption, Task
-from federation.scheduling.plugins.gang_fit import Room
+from federation.scheduling.room import Room
 from federation.scheduling.state import ClusterState
 from federation.scheduling.status import SUCCESS, Status, unresolvable
 

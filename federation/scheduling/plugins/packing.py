@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from federation.scheduling.framework import Candidate, JobContext
-from federation.scheduling.plugins.load import utilization_after
+from federation.scheduling.measures import utilization_after
 
 
 class Packing:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import replace
 from typing import Any
 
@@ -15,41 +14,36 @@ from cluster_agents.backends.k8s_render import (
     render_pod,
     render_priority_class,
 )
-from federation.wire.agent import Assignment
+from tests.compiled_jobs import assignment
 from tests.unit.backends.k8s_objects import CATALOG, JOB
 
-ASSIGNMENT = Assignment(
-    job=uuid.UUID(JOB),
-    name="llm",
-    tenant="t",
+WORKER: dict[str, Any] = {
+    "name": "worker",
+    "replicas": 2,
+    "image": "train:1",
+    "command": ["python"],
+    "args": ["train.py"],
+    "env": {"B": "2", "A": "1"},
+    "resources": {
+        "cpu": "8",
+        "memory": "64Gi",
+        "accelerators": {"count": 4, "anyOf": [{"flavor": "huawei/Ascend910B3"}]},
+    },
+}
+ASSIGNMENT = assignment(
+    CATALOG,
+    [WORKER],
+    {"worker": "huawei/Ascend910B3"},
+    job=JOB,
     epoch=3,
-    revision=1,
-    state="Active",
+    name="llm",
     priority=1000,
     priority_class="high",
-    preemptible=True,
-    gang=True,
-    flavors={"worker": "huawei/Ascend910B3"},
-    tasks=[
-        {
-            "name": "worker",
-            "replicas": 2,
-            "image": "train:1",
-            "command": ["python"],
-            "args": ["train.py"],
-            "env": {"B": "2", "A": "1"},
-            "resources": {
-                "cpu": "8",
-                "memory": "64Gi",
-                "accelerators": {"count": 4, "anyOf": [{"flavor": "huawei/Ascend910B3"}]},
-            },
-        }
-    ],
 )
 
 
 def spec() -> PodSpec:
-    return render(ASSIGNMENT, CATALOG, "suanpan")[1]
+    return render(ASSIGNMENT, "suanpan", CATALOG)[1]
 
 
 def as_json(obj: Any) -> dict[str, Any]:
@@ -68,7 +62,7 @@ def as_json(obj: Any) -> dict[str, Any]:
 def test_pod_from_rendered_assignment() -> None:
     owner = owner_reference(JOB, 3, "owner-uid")
     pod = as_json(render_pod(spec(), owner))
-    requests = {"cpu": "8", "memory": "64Gi", "huawei.com/Ascend910B3": "4"}
+    requests = {"cpu": "8000m", "memory": "65536Mi", "huawei.com/Ascend910B3": "4"}
     assert pod == {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -85,6 +79,8 @@ def test_pod_from_rendered_assignment() -> None:
             "annotations": {
                 "suanpan.io/flavor": "huawei/Ascend910B3",
                 "suanpan.io/device-request": '{"count":4,"milli":1000,"memoryMib":0}',
+                "suanpan.io/gang": f"{JOB}-e3",
+                "suanpan.io/gang-size": "2",
             },
             "ownerReferences": [
                 {
@@ -115,8 +111,44 @@ def test_pod_from_rendered_assignment() -> None:
             "priorityClassName": "suanpan-high",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
+            "schedulingGates": [{"name": "suanpan.io/gang"}],
         },
     }
+
+
+def test_the_visible_devices_variable_is_read_from_the_binds_annotation() -> None:
+    xpu = {"count": 4, "anyOf": [{"flavor": "kunlunxin/P800"}]}
+    task = {**WORKER, "resources": {"accelerators": xpu}}
+    kunlun = assignment(CATALOG, [task], {"worker": "kunlunxin/P800"}, job=JOB, gang=False)
+    pod = as_json(render_pod(render(kunlun, "suanpan", CATALOG)[0], owner_reference(JOB, 3, "u")))
+    assert pod["spec"]["containers"][0]["env"][-1] == {
+        "name": "XPU_VISIBLE_DEVICES",
+        "valueFrom": {
+            "fieldRef": {"fieldPath": "metadata.annotations['suanpan.io/visible-devices']"}
+        },
+    }
+    assert "schedulingGates" not in pod["spec"]
+    assert "suanpan.io/gang" not in pod["metadata"]["annotations"]
+
+
+def test_cpu_only_pods_require_nodes_without_accelerator_labels() -> None:
+    task = {k: v for k, v in WORKER.items() if k != "resources"}
+    cpu = assignment(CATALOG, [task], {"worker": None}, job=JOB)
+    pod = as_json(render_pod(render(cpu, "suanpan", CATALOG)[0], owner_reference(JOB, 1, "u")))
+    (term,) = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    rules = {e["key"]: (e["operator"], e.get("values")) for e in term["matchExpressions"]}
+    assert rules["suanpan.io/accelerator.vendor"] == ("DoesNotExist", None)
+    assert rules["nvidia.com/gpu.product"] == ("DoesNotExist", None)
+    assert rules["node.kubernetes.io/npu.chip.name"] == ("DoesNotExist", None)
+    assert rules["accelerator"] == ("NotIn", ["huawei-Ascend310P", "huawei-Ascend910"])
+    # gang members that bind without the extender are gated but carry no GANG annotation
+    assert pod["spec"]["schedulingGates"] == [{"name": "suanpan.io/gang"}]
+    assert "suanpan.io/gang" not in pod["metadata"].get("annotations", {})
+    opted = {**task, "annotations": {"suanpan.io/accelerator-nodes": "allow"}}
+    allowed = render(assignment(CATALOG, [opted], {"worker": None}, job=JOB), "suanpan", CATALOG)
+    assert not allowed[0].avoid_nodes
 
 
 def test_optional_fields() -> None:

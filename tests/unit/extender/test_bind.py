@@ -165,3 +165,92 @@ def test_concurrent_binds_to_one_node_never_share_a_device(
     assert empty == node  # the live cache agrees with the annotations, nothing else held
     assert c.reservations == 0
     assert not flaky or "nodeName" not in pods[0]["spec"]
+
+
+def gang_pod(name: str, gang: str, size: int, count: int = 4) -> dict[str, Any]:
+    p = pod(name, flavor=B3, count=count)
+    p["metadata"]["annotations"] |= {wire.GANG: gang, wire.GANG_SIZE: str(size)}
+    return p
+
+
+async def test_the_binding_carries_what_the_vendor_plugin_reads() -> None:
+    register = '[{"id":"GPU-a"},{"id":"GPU-b","index":1},{"id":"GPU-c","index":2}]'
+    n = nvidia("g", n=30)  # HAMi: 3 GPUs x 10 shares
+    n["metadata"]["annotations"]["hami.io/node-nvidia-register"] = register
+    p = pod("p", flavor="nvidia/H100-80GB", count=1, milli=500, memory_mib=4096)
+    c, api = setup(p, node=n)
+    outcome = await Binder(c, api, clock=lambda: 1700000000.0).bind(args(p, "g"))
+    notes = p["metadata"]["annotations"]
+    assert outcome.devices == (0,)
+    assert notes["hami.io/vgpu-devices-to-allocate"] == "GPU-a,NVIDIA,4096,50:;"
+    assert notes["hami.io/vgpu-node"] == "g" and notes["hami.io/bind-phase"] == "allocating"
+    assert notes["hami.io/bind-time"] == "1700000000"
+
+
+async def test_the_hubs_hint_wins_when_its_devices_are_still_free() -> None:
+    hinted = pod("p", flavor=B3, count=2)
+    hinted["metadata"]["annotations"][wire.HINT_DEVICES] = "n:4,5"
+    c, api = setup(hinted)
+    assert (await Binder(c, api).bind(args(hinted, "n"))).devices == (4, 5)
+    elsewhere = pod("q", flavor=B3, count=2)
+    elsewhere["metadata"]["annotations"][wire.HINT_DEVICES] = "other:6,7"
+    taken = pod("r", flavor=B3, count=2)
+    taken["metadata"]["annotations"][wire.HINT_DEVICES] = "n:4,5"  # held by p now
+    broken = pod("s", flavor=B3, count=4)
+    broken["metadata"]["annotations"][wire.HINT_DEVICES] = "n:6,7,8,9"  # not one ring of 8
+    for p in (elsewhere, taken, broken):
+        api.add(p)
+    binder = Binder(c, api)
+    assert (await binder.bind(args(elsewhere, "n"))).devices == (0, 1)
+    assert (await binder.bind(args(taken, "n"))).devices == (2, 3)
+    assert (await binder.bind(args(broken, "n"))).devices == (8, 9, 10, 11)
+
+
+async def test_a_gang_binds_only_once_every_member_reached_bind() -> None:
+    members = [gang_pod(f"m{i}", "job-e1", 3) for i in range(3)]
+    c, api = setup(*members)
+    binder = Binder(c, api, gang_wait_s=5)
+    first = [asyncio.create_task(binder.bind(args(m, "n"))) for m in members[:2]]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert api.calls == [] and c.reservations == 2  # reserved, waiting for the third
+    last = await binder.bind(args(members[2], "n"))
+    outcomes = [*(await asyncio.gather(*first)), last]
+    assert all(o.error == "" for o in outcomes)
+    assert sorted(d for o in outcomes for d in o.devices) == list(range(12))
+    assert [call for call, _ in api.calls] == ["bind"] * 3
+
+
+async def test_a_gang_that_does_not_gather_in_time_fails_every_member_and_releases() -> None:
+    members = [gang_pod(f"m{i}", "job-e1", 3) for i in range(3)]
+    c, api = setup(*members)
+    binder = Binder(c, api, gang_wait_s=0.05)
+    outcomes = await asyncio.gather(*(binder.bind(args(m, "n")) for m in members[:2]))
+    assert all(o.gang_timeout and "not all 3 members reached bind" in o.error for o in outcomes)
+    assert api.calls == [] and c.reservations == 0
+    assert c.occupancy("n", B3).devices.free_count() == 16
+
+
+async def test_a_retried_member_of_a_partly_bound_gang_binds_alone() -> None:
+    bound = [gang_pod(f"m{i}", "job-e1", 3) for i in range(2)]
+    for i, p in enumerate(bound):
+        p["spec"]["nodeName"] = "n"
+        p["metadata"]["annotations"][wire.DEVICES] = ",".join(map(str, range(4 * i, 4 * i + 4)))
+    late = gang_pod("m2", "job-e1", 3)
+    c, api = setup(*bound, late)
+    outcome = await Binder(c, api, gang_wait_s=5).bind(args(late, "n"))
+    assert outcome.devices == (8, 9, 10, 11)
+
+
+async def test_a_cancelled_gang_bind_releases_its_reservation() -> None:
+    members = [gang_pod(f"m{i}", "job-e1", 2) for i in range(2)]
+    c, api = setup(*members)
+    binder = Binder(c, api, gang_wait_s=5)
+    waiting = asyncio.create_task(binder.bind(args(members[0], "n")))
+    await asyncio.sleep(0.01)
+    assert c.reservations == 1
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert c.reservations == 0 and not binder._gangs and not binder._since
+    binder.gang_wait_s = 0.01  # the cancelled member no longer counts: the other one waits alone
+    assert (await binder.bind(args(members[1], "n"))).gang_timeout

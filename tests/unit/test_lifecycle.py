@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from federation.errors import IllegalTransition
-from federation.scheduling.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, transition
+from federation.store.lifecycle import JOB_TRANSITIONS, TERMINAL_JOB_STATES, transition
 
 ALLOWED = [
     ("job", "Queued", "Placed"),

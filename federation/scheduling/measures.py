@@ -1,9 +1,11 @@
-"""Cluster load a placement would leave, shared by the packing and balance scores."""
+"""Measures of a candidate placement that several plugins and the flavor assigner share:
+the cluster load it would leave (packing, balance) and the relative speed of its flavors."""
 
 from __future__ import annotations
 
 from federation.scheduling.devices import WHOLE
 from federation.scheduling.framework import Candidate, JobContext
+from federation.scheduling.model import Assignment, Job
 
 
 def utilization_after(ctx: JobContext, candidate: Candidate) -> float:
@@ -20,3 +22,15 @@ def utilization_after(ctx: JobContext, candidate: Candidate) -> float:
         used = sum(cluster.flavors[f].used_milli for f in flavors)
         adding = sum(ctx.demand(candidate.assignment).get(f, 0) for f in flavors)
     return min((used + adding) / total, 1.0) if total else 1.0
+
+
+def relative_speed(job: Job, assignment: Assignment) -> float:
+    """Device-weighted speed of `assignment` over the best each task could get (0..1)."""
+    got = best = 0.0
+    for task, option in zip(job.tasks, assignment, strict=True):
+        if option is None or task.accelerators is None:
+            continue
+        fastest = max(o.speed * o.milli_devices for o in task.accelerators.options)
+        got += task.replicas * option.speed * option.milli_devices
+        best += task.replicas * fastest
+    return got / best if best else 1.0

@@ -1,0 +1,166 @@
+"""The hub's real scheduling loop on PostgreSQL: cycle time and decisions per second.
+
+An embedded PostgreSQL holds 10 clusters x 1,000 nodes (Ascend 910B3 and NVIDIA H100, 8
+devices each, registered through the agents' store functions) and 10,000 queued jobs
+compiled by the real compiler (1-8 devices, one or two acceptable flavors, some 2-replica
+gangs, some shares). `SchedulerLoop.cycle()` then runs until nothing more is placed; each cycle
+is read (snapshot) -> core -> write-back, timed per phase. No agents run: placed jobs keep
+their reservations, so the fleet fills as a burst would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import statistics
+import time
+from typing import Any
+
+from bench.results import Figure
+from federation.catalog import load_catalog
+from federation.compiler import compile_job
+from federation.controllers.scheduler import CycleReport, SchedulerLoop
+from federation.spec import JobManifest
+from federation.store import agents, migrate, tenancy
+from federation.store import jobs as job_store
+from federation.store.clusters import ensure_cluster
+from federation.store.database import Database
+from federation.store.embedded import EmbeddedPostgres
+from federation.wire.agent import DeviceInfo, InventoryReport, NodeInfo, Registration
+
+CLUSTERS = 10
+NODES = 1000
+PENDING = 10_000
+FLAVORS = ("huawei/Ascend910B3", "nvidia/H100-80GB")
+
+
+def _node(cluster: int, i: int) -> NodeInfo:
+    flavor = FLAVORS[i % 2]
+    return NodeInfo(
+        name=f"c{cluster}-n{i}",
+        labels={"suanpan.io/cluster": f"c{cluster}"},
+        cpu_milli=192_000,
+        memory_mib=2_048_000,
+        devices=[DeviceInfo(flavor=flavor, index=d, memory_mib=65536) for d in range(8)],
+    )
+
+
+def _manifest(rng: random.Random, n: int) -> dict[str, Any]:
+    flavors = rng.sample(FLAVORS, rng.choice((1, 2)))
+    accel: dict[str, Any] = {"anyOf": [{"flavor": f} for f in flavors]}
+    if rng.random() < 0.1:
+        accel["fraction"] = 0.5
+    else:
+        accel["count"] = rng.choice((1, 2, 4, 8))
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": f"j{n}"},
+        "spec": {
+            "queue": "q",
+            "tasks": [
+                {
+                    "name": "w",
+                    "image": "img",
+                    "replicas": 2 if rng.random() < 0.2 else 1,
+                    "resources": {"cpu": "4", "memory": "16Gi", "accelerators": accel},
+                }
+            ],
+        },
+    }
+
+
+async def _fill(db: Database) -> None:
+    catalog = load_catalog()
+    async with db.transaction() as conn:
+        for c in range(CLUSTERS):
+            cluster_id = await ensure_cluster(conn, f"c{c}")
+            await agents.register(conn, cluster_id, Registration(cluster=f"c{c}"))
+            await agents.apply_inventory(
+                conn,
+                cluster_id,
+                InventoryReport(generation=1, full=True, nodes=[_node(c, i) for i in range(NODES)]),
+            )
+        tenant = await tenancy.create_tenant(conn, "bench")
+        queue = await tenancy.create_queue(conn, tenant, "q", cohort=None, weight=1, quota={})
+    rng = random.Random(7)
+    for start in range(0, PENDING, 1000):
+        async with db.transaction() as conn:
+            for n in range(start, start + 1000):
+                manifest = JobManifest.model_validate(_manifest(rng, n))
+                compiled = compile_job(catalog, manifest)
+                await job_store.submit(
+                    conn,
+                    job_store.NewJob(
+                        tenant_id=tenant.id,
+                        tenant=tenant.name,
+                        queue_id=queue.id,
+                        queue="q",
+                        name=manifest.metadata.name,
+                        labels={},
+                        spec=manifest.model_dump(mode="json", by_alias=True, exclude_none=True),
+                        compiled=compiled.model_dump(mode="json", by_alias=True),
+                        priority=0,
+                        priority_class="normal",
+                        preemptible=False,
+                        tasks=[(t.name, t.replicas) for t in compiled.tasks],
+                    ),
+                )
+
+
+async def measure() -> list[CycleReport]:
+    """Cycles of the real loop over a filled database, until one places nothing."""
+    embedded = EmbeddedPostgres()
+    url = await embedded.start()
+    try:
+        await migrate.upgrade(url)
+        db = Database(url)
+        try:
+            await _fill(db)
+            loop = SchedulerLoop(db, load_catalog())
+            assert await loop.leadership.acquire()
+            reports = []
+            while True:
+                report = await loop.cycle()
+                reports.append(report)
+                if not report.written.placed:
+                    break
+            await loop.leadership.release()
+            return reports
+        finally:
+            await db.close()
+    finally:
+        await embedded.stop()
+
+
+def run() -> list[Figure]:
+    """Figures of `make bench`."""
+    start = time.perf_counter()
+    reports = asyncio.run(measure())
+    elapsed = time.perf_counter() - start
+    placed = sum(r.written.placed for r in reports)
+    busy = sum(r.seconds for r in reports)
+    cycles = sorted(r.seconds for r in reports)
+    params = {
+        "clusters": CLUSTERS,
+        "nodes_per_cluster": NODES,
+        "pending": PENDING,
+        "cycles": len(reports),
+        "placed": placed,
+        "read_s": round(sum(r.read_s for r in reports), 2),
+        "core_s": round(sum(r.core_s for r in reports), 2),
+        "write_s": round(sum(r.write_s for r in reports), 2),
+        "setup_and_cycles_s": round(elapsed, 1),
+    }
+    return [
+        Figure("hub_loop_decisions_per_s", placed / busy if busy else 0.0, "jobs/s", True, params),
+        Figure(
+            "hub_cycle_p50_ms_10k_pending", statistics.median(cycles) * 1000, "ms", False, params
+        ),
+        Figure("hub_cycle_max_ms_10k_pending", cycles[-1] * 1000, "ms", False, params),
+    ]
+
+
+if __name__ == "__main__":
+    for f in run():
+        print(f"{f.name}: {f.value:.1f} {f.unit}  {f.params}")

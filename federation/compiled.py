@@ -1,0 +1,194 @@
+"""The compiled job: the one typed form of a job after submission (pure).
+
+`federation.compiler` builds it once, at submission, from the manifest and the catalog. It is
+stored with the job; the scheduling loop turns it into the core's model without looking at the
+catalog again, the store charges quota from it, and the assignment an agent receives carries
+the compiled task with the option the hub chose, so the pod the agent renders, the extender's
+parse of that pod and the hub's accounting are the same numbers by construction.
+
+Units: CPU in milli-cores, memory in MiB (both rounded up once, by the compiler), devices as
+`count` whole devices or one share of `milli` thousandths of a device.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from functools import cached_property
+from types import MappingProxyType
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from federation.scheduling.devices import WHOLE, DeviceRequest
+from federation.scheduling.model import (
+    AcceleratorRequest,
+    Constraints,
+    FlavorOption,
+    Job,
+    Task,
+)
+from federation.scheduling.quota import demand
+
+
+class _Compiled(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, serialize_by_alias=True
+    )
+
+
+class CompiledToleration(_Compiled):
+    """A toleration of the vendor's node taint (operator Exists)."""
+
+    key: str
+    effect: str = "NoSchedule"
+
+
+class DeviceOption(_Compiled):
+    """One acceptable flavor of a task, resolved: what a replica asks for on that flavor."""
+
+    flavor: str  # catalog key, e.g. "huawei/Ascend910B3"
+    vendor: str
+    count: int = Field(ge=1)  # devices per replica
+    milli: int = Field(ge=1, le=WHOLE)  # thousandths of ONE device (1000: whole devices)
+    memory_mib: int = Field(alias="memoryMib", ge=0)  # per device (for a share: what it takes)
+    speed: float  # the catalog's normalized speed, for compute quotas and scoring
+    image: str
+    # extended resources one replica's container requests (and limits) on this flavor
+    resources: dict[str, str]
+    tolerations: tuple[CompiledToleration, ...] = ()
+
+    @property
+    def request(self) -> DeviceRequest:
+        """The per-replica device request (what the extender reads back from the pod)."""
+        return DeviceRequest(self.count, self.milli, self.memory_mib)
+
+    @property
+    def core(self) -> FlavorOption:
+        """This option as the scheduling core models it."""
+        return FlavorOption(
+            flavor=self.flavor,
+            count=self.count,
+            milli=self.milli,
+            memory_mib=self.memory_mib,
+            speed=self.speed,
+            tolerations=tuple(t.key for t in self.tolerations),
+        )
+
+
+class CompiledTask(_Compiled):
+    """One role of a job: its replicas, resources, flavor options and how to launch it."""
+
+    name: str
+    replicas: int = Field(ge=1)
+    cpu_milli: int = Field(alias="cpuMilli", ge=1)
+    memory_mib: int = Field(alias="memoryMib", ge=1)
+    image: str | None = None  # the image without accelerators (CPU-only tasks)
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    options: tuple[DeviceOption, ...] = ()  # empty: no accelerators; else in preference order
+
+    def option(self, flavor: str | None) -> DeviceOption | None:
+        """The option for `flavor` (None for a task without accelerators or no flavor)."""
+        if not flavor:
+            return None
+        return next((o for o in self.options if o.flavor == flavor), None)
+
+    @property
+    def core(self) -> Task:
+        """This task as the scheduling core models it."""
+        return Task(
+            name=self.name,
+            replicas=self.replicas,
+            cpu_milli=self.cpu_milli,
+            memory_mib=self.memory_mib,
+            accelerators=(
+                AcceleratorRequest(tuple(o.core for o in self.options)) if self.options else None
+            ),
+        )
+
+
+class CompiledJob(_Compiled):
+    """A whole job, compiled against the catalog at submission."""
+
+    version: Literal[1] = 1
+    gang: bool = True
+    regions: tuple[str, ...] = ()
+    clusters: tuple[str, ...] = ()
+    cluster_selector: dict[str, str] = Field(default_factory=dict, alias="clusterSelector")
+    max_runtime_seconds: int | None = Field(default=None, alias="maxRuntimeSeconds")
+    tasks: tuple[CompiledTask, ...]
+
+    def task(self, name: str) -> CompiledTask | None:
+        """The task called `name`."""
+        return next((t for t in self.tasks if t.name == name), None)
+
+    @property
+    def replicas(self) -> int:
+        """Pods of one placement of the job."""
+        return sum(t.replicas for t in self.tasks)
+
+    def core_tasks(self) -> tuple[Task, ...]:
+        """The tasks as the scheduling core models them."""
+        return tuple(t.core for t in self.tasks)
+
+    @cached_property
+    def _constraints(self) -> Constraints:
+        return Constraints(
+            regions=frozenset(self.regions),
+            clusters=frozenset(self.clusters),
+            cluster_selector=MappingProxyType(dict(self.cluster_selector)),
+        )
+
+    def constraints(self, avoided: frozenset[str] = frozenset()) -> Constraints:
+        """Where the job may run, plus the clusters it should avoid (soft)."""
+        if not avoided:
+            return self._constraints
+        return replace(self._constraints, avoided_clusters=avoided)
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """The stored facts of a job the core needs besides its compiled form."""
+
+    id: str
+    queue: str  # "<tenant>/<queue>"
+    priority: int
+    preemptible: bool
+    created_at: float
+    runtime_s: float = 0.0
+    avoided_clusters: frozenset[str] = frozenset()  # where its gang recently failed to start
+
+
+def core_job(compiled: CompiledJob, facts: JobFacts, tasks: tuple[Task, ...] | None = None) -> Job:
+    """The job as the scheduling core's `Job` (`tasks`: already converted, e.g. cached)."""
+    return Job(
+        id=facts.id,
+        queue=facts.queue,
+        tasks=tasks if tasks is not None else compiled.core_tasks(),
+        priority=facts.priority,
+        preemptible=facts.preemptible,
+        created_at=facts.created_at,
+        gang=compiled.gang,
+        constraints=compiled.constraints(facts.avoided_clusters),
+        runtime_s=facts.runtime_s,
+    )
+
+
+def chosen_options(
+    compiled: CompiledJob, flavors: Mapping[str, str | None]
+) -> tuple[FlavorOption | None, ...]:
+    """Per task, the core option of the flavor a placement chose (None: no accelerators)."""
+    out: list[FlavorOption | None] = []
+    for task in compiled.tasks:
+        option = task.option(flavors.get(task.name))
+        out.append(option.core if option is not None else None)
+    return tuple(out)
+
+
+def quota_charge(compiled: CompiledJob, flavors: Mapping[str, str | None]) -> dict[str, int]:
+    """What the job charges against its queue's quota on these flavors (the core's rule)."""
+    job = Job(id="", queue="", tasks=compiled.core_tasks())
+    return demand(job, chosen_options(compiled, flavors))

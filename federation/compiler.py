@@ -1,0 +1,184 @@
+"""Compile a validated manifest against the catalog, once, at submission (pure).
+
+The only reader of the manifest after the API's validation. Rules, each applied here only:
+
+- CPU is rounded up to a whole milli-core and memory up to a whole MiB; pods request exactly
+  these (`1500m`, `954Mi`), so hub, quota and cluster count the same amounts.
+- `anyOf` patterns expand to catalog models in the user's order, duplicates dropped; a pattern
+  that matches no model, or (for a share) no model that can be shared, is an error.
+- A share (`fraction`) is rounded up to the vendor's granularity: one unit of its core resource
+  (1 % of a device on most vendors, 1/16 on Moore Threads) or one slot when the vendor counts
+  shares (`max_shares`); a share that rounds up to the whole device asks for a whole device.
+  Share memory is rounded up to the vendor's memory unit.
+- The image of an option is the flavor's own, else the vendor's from `images`, else `image`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+
+from federation.catalog import AcceleratorModel, Catalog, parse_quantity
+from federation.compiled import (
+    CompiledJob,
+    CompiledTask,
+    CompiledToleration,
+    DeviceOption,
+)
+from federation.scheduling.devices import WHOLE
+from federation.spec import Accelerators, FlavorChoice, JobManifest, Task
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class CompileError(ValueError):
+    """A manifest the catalog cannot serve, with the field path at fault."""
+
+    path: str
+    message: str
+    expected: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+def cpu_milli(value: str | int) -> int:
+    """Milli-cores of a CPU quantity, rounded up."""
+    return math.ceil(parse_quantity(str(value)) * 1000)
+
+
+def memory_mib(value: str | int) -> int:
+    """MiB of a memory quantity, rounded up."""
+    return math.ceil(parse_quantity(str(value)) / MIB)
+
+
+def share_milli(model: AcceleratorModel, fraction: float) -> int:
+    """The share of one device of `model` a `fraction` takes, rounded up to the vendor's step."""
+    share = model.sharing
+    exact = Decimal(str(fraction))
+    steps = share.core_units if share.core_resource else share.max_shares or WHOLE
+    units = max(1, math.ceil(exact * steps))
+    return min(WHOLE, math.ceil(Decimal(units * WHOLE) / steps))
+
+
+def _share_memory(model: AcceleratorModel, mib: int) -> int:
+    unit = max(1, model.sharing.memory_unit_mib)
+    return math.ceil(mib / unit) * unit
+
+
+def _resources(model: AcceleratorModel, count: int, milli: int, memory: int) -> dict[str, str]:
+    """The extended resources one replica's container asks for on `model`."""
+    share = model.sharing
+    if milli == WHOLE:
+        return {model.resource: str(count)}
+    out = {share.share_resource or model.resource: "1"}
+    if share.core_resource:
+        out[share.core_resource] = str(math.ceil(Decimal(milli * share.core_units) / WHOLE))
+    if share.memory_resource and memory:
+        out[share.memory_resource] = str(memory)
+    return out
+
+
+def _image(task: Task, choice: FlavorChoice, model: AcceleratorModel) -> str | None:
+    return choice.image or task.images.get(model.vendor) or task.image
+
+
+def _option(
+    task: Task, accel: Accelerators, choice: FlavorChoice, model: AcceleratorModel, path: str
+) -> DeviceOption | None:
+    """The option of one model, or None when a share cannot be had on it."""
+    wanted_mib = memory_mib(accel.min_memory) if accel.min_memory is not None else 0
+    count = choice.count or accel.count
+    milli = WHOLE
+    memory = wanted_mib
+    if accel.fraction is not None:
+        if not model.sharing.enabled:
+            return None
+        if count != 1:
+            raise CompileError(f"{path}.count", "a share is part of ONE device", "1 or absent")
+        milli = share_milli(model, accel.fraction)
+        if milli < WHOLE:
+            memory = _share_memory(model, wanted_mib) if wanted_mib else 0
+    image = _image(task, choice, model)
+    if not image:
+        raise CompileError(
+            f"{path}.image",
+            f"no image for {model.key}: give one here, in `images.{model.vendor.value}` "
+            "or in `image`",
+            "an image",
+        )
+    return DeviceOption(
+        flavor=model.key,
+        vendor=model.vendor.value,
+        count=count,
+        milli=milli,
+        memory_mib=memory,
+        speed=model.speed,
+        image=image,
+        resources=_resources(model, count, milli, memory),
+        tolerations=tuple(CompiledToleration(key=k, effect=e) for k, e in model.tolerations),
+    )
+
+
+def _options(catalog: Catalog, task: Task, accel: Accelerators, path: str) -> list[DeviceOption]:
+    seen: set[str] = set()
+    options: list[DeviceOption] = []
+    for i, choice in enumerate(accel.any_of):
+        at = f"{path}.anyOf[{i}]"
+        models = catalog.match(choice.flavor)
+        if not models:
+            raise CompileError(
+                f"{at}.flavor",
+                f"{choice.flavor!r} matches no accelerator model of the catalog",
+                "see /v1/flavors",
+            )
+        found = 0
+        for model in models:
+            option = _option(task, accel, choice, model, at)
+            if option is None:
+                continue
+            found += 1
+            if model.key not in seen:
+                seen.add(model.key)
+                options.append(option)
+        if not found:
+            raise CompileError(
+                f"{at}.flavor",
+                f"no model matching {choice.flavor!r} can be shared (fraction given)",
+                "a flavor whose vendor supports sharing, see /v1/flavors",
+            )
+    return options
+
+
+def _task(catalog: Catalog, task: Task, path: str) -> CompiledTask:
+    accel = task.resources.accelerators
+    options = _options(catalog, task, accel, f"{path}.resources.accelerators") if accel else []
+    if not options and not task.image:
+        raise CompileError(f"{path}.image", "a task without accelerators needs `image`", "an image")
+    return CompiledTask(
+        name=task.name,
+        replicas=task.replicas,
+        cpu_milli=cpu_milli(task.resources.cpu),
+        memory_mib=memory_mib(task.resources.memory),
+        image=task.image,
+        command=tuple(task.command),
+        args=tuple(task.args),
+        env=dict(task.env),
+        annotations=dict(task.annotations),
+        options=tuple(options),
+    )
+
+
+def compile_job(catalog: Catalog, manifest: JobManifest) -> CompiledJob:
+    """The compiled form of a validated manifest; raises CompileError with the field path."""
+    spec = manifest.spec
+    return CompiledJob(
+        gang=spec.gang,
+        regions=tuple(spec.placement.regions),
+        clusters=tuple(spec.placement.clusters),
+        cluster_selector=dict(spec.placement.cluster_selector),
+        max_runtime_seconds=spec.max_runtime_seconds,
+        tasks=tuple(_task(catalog, t, f"spec.tasks[{i}]") for i, t in enumerate(spec.tasks)),
+    )

@@ -1,0 +1,168 @@
+"""The scheduling configuration operators set in a file the hub reads (`--config`,
+`SUANPAN_CONFIG`); every field is optional, absent ones keep their defaults.
+
+```yaml
+scheduling:
+  intervalSeconds: 1.0          # longest wait between cycles
+  weights: {packing: 1, performance: 1, locality: 1, balance: 0, cost: 0, retry: 10}
+  preemption: {enabled: true, compareClusters: 3}
+  priorityAgingSeconds: 0       # +1 priority per this many seconds waited (0: off)
+  maxAssignments: 32            # flavor combinations tried per job and cluster
+  flavorOrder: preference       # or fastest
+  devicePreference: pack        # or spread
+health: {notReadyAfterSeconds: 20, offlineAfterSeconds: 90}
+placementRetry: {backoffSeconds: 30, maxBackoffSeconds: 600, maxFailures: 5}
+gang: {timeoutSeconds: 120}     # sent to agents: a gang not bound by then is re-placed
+```
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from federation.scheduling.framework import DEFAULT_WEIGHTS, SchedulerConfig
+from federation.scheduling.plugins import DEFAULT_REGISTRY
+
+CONFIG_ENV = "SUANPAN_CONFIG"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How a job whose placement the cluster could not start is re-placed."""
+
+    backoff_s: float = 30.0
+    max_backoff_s: float = 600.0
+    max_failures: int = 5  # failed placements after which the job fails
+
+    def delay(self, failures: int) -> float:
+        """Seconds before the next placement after `failures` failed ones (doubling, capped)."""
+        return float(min(self.max_backoff_s, self.backoff_s * 2 ** max(0, failures - 1)))
+
+
+DEFAULT_RETRY = RetryPolicy()
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """Seconds without heartbeat before a cluster is NotReady, then Offline."""
+
+    not_ready_after_s: float = 20.0
+    offline_after_s: float = 90.0
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """Everything the operators' file sets."""
+
+    interval_s: float = 1.0
+    core: SchedulerConfig = field(default_factory=SchedulerConfig)
+    health: HealthConfig = field(default_factory=HealthConfig)
+    retry: RetryPolicy = DEFAULT_RETRY
+    gang_timeout_s: float = 120.0
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Seconds = float
+
+
+class _Preemption(_File):
+    enabled: bool = True
+    compare_clusters: int = Field(default=3, ge=0, alias="compareClusters")
+
+
+class _Scheduling(_File):
+    interval_seconds: Seconds = Field(default=1.0, gt=0, le=60, alias="intervalSeconds")
+    weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    preemption: _Preemption = _Preemption()
+    priority_aging_seconds: Seconds = Field(default=0.0, ge=0, alias="priorityAgingSeconds")
+    max_assignments: int = Field(default=32, ge=1, le=4096, alias="maxAssignments")
+    flavor_order: Literal["preference", "fastest"] = Field(
+        default="preference", alias="flavorOrder"
+    )
+    device_preference: Literal["pack", "spread"] = Field(default="pack", alias="devicePreference")
+
+
+class _Health(_File):
+    not_ready_after_seconds: Seconds = Field(default=20.0, gt=0, alias="notReadyAfterSeconds")
+    offline_after_seconds: Seconds = Field(default=90.0, gt=0, alias="offlineAfterSeconds")
+
+
+class _Retry(_File):
+    backoff_seconds: Seconds = Field(default=30.0, ge=0, alias="backoffSeconds")
+    max_backoff_seconds: Seconds = Field(default=600.0, ge=0, alias="maxBackoffSeconds")
+    max_failures: int = Field(default=5, ge=1, le=100, alias="maxFailures")
+
+
+class _Gang(_File):
+    timeout_seconds: Seconds = Field(default=120.0, gt=0, le=3600, alias="timeoutSeconds")
+
+
+class _HubFile(_File):
+    scheduling: _Scheduling = _Scheduling()
+    health: _Health = _Health()
+    placement_retry: _Retry = Field(default=_Retry(), alias="placementRetry")
+    gang: _Gang = _Gang()
+
+
+class ConfigError(ValueError):
+    """The configuration file is unreadable or invalid (the message names the field)."""
+
+
+def parse_hub_config(text: str) -> HubConfig:
+    """The hub configuration of a YAML document; raises ConfigError."""
+    try:
+        raw = yaml.safe_load(text) or {}
+        parsed = _HubFile.model_validate(raw)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"not YAML: {exc}") from exc
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        raise ConfigError(problems) from exc
+    s = parsed.scheduling
+    if parsed.health.offline_after_seconds <= parsed.health.not_ready_after_seconds:
+        raise ConfigError("health.offlineAfterSeconds must exceed health.notReadyAfterSeconds")
+    core = replace(
+        SchedulerConfig(),
+        score_weights=dict(s.weights),
+        preemption=s.preemption.enabled,
+        preemption_compare=s.preemption.compare_clusters,
+        priority_aging_s=s.priority_aging_seconds,
+        max_assignments=s.max_assignments,
+        flavor_order=s.flavor_order,
+        device_preference=s.device_preference,
+    )
+    try:
+        DEFAULT_REGISTRY.profile(core)
+    except ValueError as exc:
+        raise ConfigError(f"scheduling.weights: {exc}") from exc
+    r = parsed.placement_retry
+    return HubConfig(
+        interval_s=s.interval_seconds,
+        core=core,
+        health=HealthConfig(
+            parsed.health.not_ready_after_seconds, parsed.health.offline_after_seconds
+        ),
+        retry=RetryPolicy(r.backoff_seconds, r.max_backoff_seconds, r.max_failures),
+        gang_timeout_s=parsed.gang.timeout_seconds,
+    )
+
+
+def load_hub_config(path: Path | None) -> HubConfig:
+    """The configuration in `path` (defaults when None); raises ConfigError."""
+    if path is None:
+        return HubConfig()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}") from exc
+    return parse_hub_config(text)

@@ -1,0 +1,285 @@
+"""Lifecycles of jobs, placements and clusters: their states, transitions and sets, and the
+only functions that write a state.
+
+Every state change goes through here (a unit test checks that no other module writes a
+`state` column): the row is locked, the transition checked against its table, the row updated
+with a new version, and an event written beside it in the caller's transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from federation.errors import Conflict, IllegalTransition, NotFound
+from federation.store.events import add_event
+from federation.store.listener import PLACEMENTS, notify
+from federation.store.tables import clusters, jobs, placements
+
+JOB_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "Queued": frozenset({"Placed", "Cancelled", "Failed"}),
+    # a released placement (gang timeout, cluster lost, drain) sends the job back to the queue
+    "Placed": frozenset({"Dispatched", "Queued", "Preempting", "Cancelled", "Failed"}),
+    "Dispatched": frozenset({"Running", "Queued", "Preempting", "Cancelled", "Failed"}),
+    "Running": frozenset({"Succeeded", "Failed", "Preempting", "Cancelled", "Queued"}),
+    "Preempting": frozenset({"Queued", "Cancelled", "Failed"}),
+    "Succeeded": frozenset(),
+    "Failed": frozenset(),
+    "Cancelled": frozenset(),
+}
+TERMINAL_JOB_STATES = frozenset(s for s, nxt in JOB_TRANSITIONS.items() if not nxt)
+# jobs that hold capacity (charged against quota, preemption candidates)
+HOLDING_STATES = ("Placed", "Dispatched", "Running", "Preempting")
+# placed, but the cluster does not report their use yet: reservations in the snapshot
+UNCOUNTED_STATES = ("Placed", "Dispatched")
+
+PLACEMENT_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "Active": frozenset({"Released"}),
+    "Released": frozenset(),
+}
+
+CLUSTER_TRANSITIONS: Mapping[str, frozenset[str]] = {
+    "Pending": frozenset({"Ready"}),
+    "Ready": frozenset({"NotReady"}),
+    "NotReady": frozenset({"Ready", "Offline"}),
+    "Offline": frozenset({"Ready"}),
+}
+
+_TABLES = {
+    "job": JOB_TRANSITIONS,
+    "placement": PLACEMENT_TRANSITIONS,
+    "cluster": CLUSTER_TRANSITIONS,
+}
+
+
+def transition(kind: str, current: str, target: str) -> str:
+    """Return `target` if a `kind` ("job", "placement", "cluster") may go there from `current`;
+    raise IllegalTransition otherwise."""
+    if target not in _TABLES[kind].get(current, frozenset()):
+        raise IllegalTransition(kind, current, target)
+    return target
+
+
+def may_move(current: str, target: str) -> bool:
+    """Whether a job may go from `current` to `target`."""
+    return target in JOB_TRANSITIONS.get(current, frozenset())
+
+
+# --- jobs ---------------------------------------------------------------------------------
+
+
+async def move_job(
+    conn: AsyncConnection,
+    job_id: uuid.UUID,
+    target: str,
+    *,
+    reason: str,
+    message: str = "",
+    note: str | None = None,
+    data: Mapping[str, Any] | None = None,
+    expected_version: int | None = None,
+    tenant_id: uuid.UUID | None = None,
+    values: Mapping[str, Any] | None = None,
+) -> str:
+    """Move a job to `target` under a row lock, checking the lifecycle and the version;
+    return the state it came from. `reason` names the event; the job's own reason is `note`
+    (a sentence for explain) when given, else `reason`."""
+    query = sa.select(jobs.c.state, jobs.c.version).where(jobs.c.id == job_id).with_for_update()
+    if tenant_id is not None:
+        query = query.where(jobs.c.tenant_id == tenant_id)
+    row = (await conn.execute(query)).one_or_none()
+    if row is None:
+        raise NotFound("job", str(job_id))
+    if expected_version is not None and row.version != expected_version:
+        raise Conflict(f"job changed meanwhile: version is {row.version}, not {expected_version}")
+    transition("job", row.state, target)
+    stamps: dict[str, Any] = {}
+    if target == "Running":
+        stamps["started_at"] = sa.func.coalesce(jobs.c.started_at, sa.func.now())
+    if target in TERMINAL_JOB_STATES:
+        stamps["finished_at"] = sa.func.now()
+    await conn.execute(
+        sa.update(jobs)
+        .where(jobs.c.id == job_id)
+        .values(
+            state=target,
+            reason=(note or reason)[:2000],
+            version=jobs.c.version + 1,
+            updated_at=sa.func.now(),
+            **stamps,
+            **dict(values or {}),
+        )
+    )
+    await add_event(
+        conn,
+        kind="Job",
+        reason=reason,
+        message=message or f"{row.state} → {target}",
+        job_id=job_id,
+        data={"from": row.state, "to": target, **dict(data or {})},
+    )
+    return str(row.state)
+
+
+# --- placements ---------------------------------------------------------------------------
+
+
+async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
+    """Mark the job's active placements released, with a new revision so agents notice."""
+    released = await conn.execute(
+        sa.update(placements)
+        .where(placements.c.job_id == job_id, placements.c.state == "Active")
+        .values(
+            state=transition("placement", "Active", "Released"),
+            released_at=sa.func.now(),
+            revision=sa.func.nextval("placement_revision_seq"),
+        )
+        .returning(placements.c.cluster_id)
+    )
+    for cluster_id in {r.cluster_id for r in released}:
+        await notify(conn, PLACEMENTS, str(cluster_id))
+
+
+# --- clusters -----------------------------------------------------------------------------
+
+
+async def cluster_alive(
+    conn: AsyncConnection, cluster_id: uuid.UUID, *, registering: bool, **values: Any
+) -> str | None:
+    """An agent spoke for its cluster: it becomes Ready (from Pending only when `registering`);
+    return the state it was in (None: no such cluster, or never registered)."""
+    row = (
+        await conn.execute(
+            sa.select(clusters.c.state).where(clusters.c.id == cluster_id).with_for_update()
+        )
+    ).one_or_none()
+    if row is None or (row.state == "Pending" and not registering):
+        return None
+    changes: dict[str, Any] = {"last_heartbeat": sa.func.now(), **values}
+    if row.state != "Ready":
+        changes["state"] = transition("cluster", row.state, "Ready")
+        changes["version"] = clusters.c.version + 1
+    await conn.execute(sa.update(clusters).where(clusters.c.id == cluster_id).values(**changes))
+    return str(row.state)
+
+
+async def clusters_silent(
+    conn: AsyncConnection, current: str, target: str, after_s: float
+) -> list[tuple[uuid.UUID, str]]:
+    """Move clusters in `current` whose agent has been silent for `after_s` to `target`;
+    return (id, name) of those moved."""
+    transition("cluster", current, target)
+    moved = await conn.execute(
+        sa.update(clusters)
+        .where(
+            clusters.c.state == current,
+            clusters.c.last_heartbeat
+            < sa.func.now() - sa.func.make_interval(0, 0, 0, 0, 0, 0, after_s),
+        )
+        .values(state=target, version=clusters.c.version + 1)
+        .returning(clusters.c.id, clusters.c.name)
+    )
+    return [(r.id, r.name) for r in moved]
+
+
+# --- batched placement (the scheduling loop's write-back) -----------------------------------
+
+
+@dataclass(frozen=True)
+class NewPlacement:
+    """One placement decision of a cycle, for a job read at `version`."""
+
+    job_id: uuid.UUID
+    version: int
+    cluster_id: uuid.UUID
+    epoch: int
+    flavors: Mapping[str, str | None]  # task -> flavor
+    hints: list[dict[str, Any]]
+    message: str
+    data: Mapping[str, Any]
+
+
+_PLACE = sa.text(
+    """
+    UPDATE jobs SET state = 'Placed', reason = 'Placed', version = jobs.version + 1,
+        updated_at = now(), cluster_id = v.cluster_id, epoch = v.epoch,
+        pending_reasons = '{}'::jsonb, not_before = NULL
+    FROM jsonb_to_recordset(:items) AS v(id uuid, version int, cluster_id uuid, epoch bigint)
+    WHERE jobs.id = v.id AND jobs.version = v.version AND jobs.state = 'Queued'
+    RETURNING jobs.id
+    """
+).bindparams(sa.bindparam("items", type_=JSONB))
+_OPEN = sa.text(
+    """
+    WITH p AS (
+        INSERT INTO placements (job_id, epoch, cluster_id, assignment, state)
+        SELECT v.id, v.epoch, v.cluster_id, v.assignment, 'Active'
+        FROM jsonb_to_recordset(:items)
+            AS v(id uuid, epoch bigint, cluster_id uuid, assignment jsonb)
+    ), e AS (
+        INSERT INTO events (job_id, kind, reason, message, data)
+        SELECT v.id, 'Job', 'Placed', v.message, v.data
+        FROM jsonb_to_recordset(:items) AS v(id uuid, message text, data jsonb)
+    )
+    UPDATE tasks SET flavor = t.flavor
+    FROM jsonb_to_recordset(:tasks) AS t(job_id uuid, name text, flavor text)
+    WHERE tasks.job_id = t.job_id AND tasks.name = t.name
+    """
+).bindparams(sa.bindparam("items", type_=JSONB), sa.bindparam("tasks", type_=JSONB))
+
+
+async def place_jobs(conn: AsyncConnection, items: list[NewPlacement]) -> set[uuid.UUID]:
+    """Move Queued jobs to Placed and open their placements, in three statements whatever
+    their number; a job whose version moved meanwhile (cancelled, say) is skipped. Returns
+    the ids placed."""
+    if not items:
+        return set()
+    transition("job", "Queued", "Placed")
+    rows = await conn.execute(
+        _PLACE,
+        {
+            "items": [
+                {
+                    "id": str(i.job_id),
+                    "version": i.version,
+                    "cluster_id": str(i.cluster_id),
+                    "epoch": i.epoch,
+                }
+                for i in items
+            ]
+        },
+    )
+    placed = {r.id for r in rows}
+    done = [i for i in items if i.job_id in placed]
+    if not done:
+        return placed
+    await conn.execute(
+        _OPEN,
+        {
+            "items": [
+                {
+                    "id": str(i.job_id),
+                    "epoch": i.epoch,
+                    "cluster_id": str(i.cluster_id),
+                    "assignment": {"flavors": dict(i.flavors), "hints": i.hints},
+                    "message": i.message,
+                    "data": {"from": "Queued", "to": "Placed", **dict(i.data)},
+                }
+                for i in done
+            ],
+            "tasks": [
+                {"job_id": str(i.job_id), "name": name, "flavor": flavor}
+                for i in done
+                for name, flavor in i.flavors.items()
+            ],
+        },
+    )
+    for cluster_id in {i.cluster_id for i in done}:
+        await notify(conn, PLACEMENTS, str(cluster_id))
+    return placed

@@ -1,0 +1,69 @@
+"""The operators' scheduling configuration file: every field read, bad ones refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from federation.hubconfig import ConfigError, HubConfig, load_hub_config, parse_hub_config
+
+FULL = """
+scheduling:
+  intervalSeconds: 0.5
+  weights: {packing: 2, performance: 1, locality: 0, retry: 5}
+  preemption: {enabled: false, compareClusters: 0}
+  priorityAgingSeconds: 60
+  maxAssignments: 8
+  flavorOrder: fastest
+  devicePreference: spread
+health: {notReadyAfterSeconds: 5, offlineAfterSeconds: 10}
+placementRetry: {backoffSeconds: 1, maxBackoffSeconds: 4, maxFailures: 3}
+gang: {timeoutSeconds: 30}
+"""
+
+
+def test_every_field_is_read() -> None:
+    config = parse_hub_config(FULL)
+    assert config.interval_s == 0.5
+    assert dict(config.core.score_weights) == {
+        "packing": 2,
+        "performance": 1,
+        "locality": 0,
+        "retry": 5,
+    }
+    assert config.core.preemption is False and config.core.preemption_compare == 0
+    assert config.core.priority_aging_s == 60 and config.core.max_assignments == 8
+    assert (config.core.flavor_order, config.core.device_preference) == ("fastest", "spread")
+    assert (config.health.not_ready_after_s, config.health.offline_after_s) == (5, 10)
+    assert [config.retry.delay(n) for n in (1, 2, 3, 4)] == [1, 2, 4, 4]
+    assert config.retry.max_failures == 3 and config.gang_timeout_s == 30
+
+
+def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None:
+    assert load_hub_config(None) == HubConfig()
+    empty = tmp_path / "c.yaml"
+    empty.write_text("")
+    assert load_hub_config(empty) == HubConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("scheduling: {weights: {nope: 1}}", "nope"),
+        ("scheduling: {preemption: {enabled: 'off'}}", "scheduling.preemption.enabled"),
+        ("scheduling: {maxAssignments: 0}", "scheduling.maxAssignments"),
+        ("gang: {timeoutSeconds: -1}", "gang.timeoutSeconds"),
+        ("gang: {timeout: 3}", "gang.timeout"),
+        ("health: {notReadyAfterSeconds: 50, offlineAfterSeconds: 10}", "offlineAfterSeconds"),
+        ("scheduling: [1, 2", "not YAML"),
+    ],
+)
+def test_bad_fields_are_refused_by_name(text: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=names):
+        parse_hub_config(text)
+
+
+def test_an_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"missing\.yaml"):
+        load_hub_config(tmp_path / "missing.yaml")

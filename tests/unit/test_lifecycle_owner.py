@@ -1,0 +1,48 @@
+"""One writer of states: no module but `federation.store.lifecycle` writes a `state` column
+or opens a placement (a statement-level check over the source, so a new writer fails here)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OWNER = ROOT / "federation" / "store" / "lifecycle.py"
+
+
+def _writes_state(node: ast.Call) -> bool:
+    """`….values(state=…)` or `….values({"state": …})`."""
+    if not (isinstance(node.func, ast.Attribute) and node.func.attr == "values"):
+        return False
+    if any(k.arg == "state" for k in node.keywords):
+        return True
+    return any(
+        isinstance(a, ast.Dict)
+        and any(isinstance(k, ast.Constant) and k.value == "state" for k in a.keys)
+        for a in node.args
+    )
+
+
+def _inserts_placement(node: ast.Call) -> bool:
+    return (
+        isinstance(node.func, ast.Attribute)
+        and node.func.attr == "insert"
+        and any(isinstance(a, ast.Name) and a.id == "placements" for a in node.args)
+    )
+
+
+def test_only_the_lifecycle_module_writes_states() -> None:
+    offenders = []
+    for package in ("federation", "api", "cluster_agents", "deploy"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == OWNER:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Call) and (_writes_state(node) or _inserts_placement(node)):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_the_check_sees_a_state_write() -> None:
+    call = ast.parse("sa.update(jobs).values(state='Queued')").body[0].value  # type: ignore[attr-defined]
+    assert _writes_state(call)
