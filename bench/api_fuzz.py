@@ -37,8 +37,8 @@ EXCLUDED_CHECKS = "positive_data_acceptance"
 # links come from the document and from Location headers; guessing them from names pairs a
 # tenant's name with a queue's path parameter and reports the missing queue as a failure
 CONFIG = '[phases.stateful.inference]\nalgorithms = ["location-headers"]\n'
-EXAMPLES = 50  # per operation, in the long pass
-MANIFESTS = 2000
+EXAMPLES = 200  # per operation, in the long pass
+MANIFESTS = 5000
 
 
 @contextlib.contextmanager
