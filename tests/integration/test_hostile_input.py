@@ -319,6 +319,21 @@ async def test_nul_in_a_path_names_nothing(hub: Hub, path: str) -> None:
     assert status == 404 and problem["type"].endswith("/not-found"), problem
 
 
+async def test_a_job_id_is_read_only_in_its_canonical_form(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    _, job = await hub.call("POST", "/v1/jobs", token, json=job_manifest())
+    canonical = job["id"]
+    assert (await hub.call("GET", f"/v1/jobs/{canonical.upper()}"))[0] == 200
+    for other in (
+        canonical.replace("-", ""),
+        "{" + canonical + "}",
+        "urn:uuid:" + canonical,
+        " " + canonical,
+    ):
+        status, problem = await hub.call("GET", f"/v1/jobs/{other}")
+        assert status == 404 and problem["type"].endswith("/not-found"), other
+
+
 async def _agent(hub: Hub) -> str:
     _, issued = await hub.call(
         "POST", "/v1/tokens", json={"name": "c1-agent", "role": "agent", "cluster": "c1"}
