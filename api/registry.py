@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -102,18 +103,40 @@ class Operation:
 
 
 class _YamlLoader(yaml.SafeLoader):
-    """Safe YAML that means what its JSON form means: no aliases (no expansion bombs) and no
-    timestamps (JSON has none; an unquoted date stays the string it looks like)."""
+    """Safe YAML read by the YAML 1.2 core schema, so that it means what its JSON form means:
+    only `true`/`false` are booleans (`on`, `off`, `yes`, `no` stay strings), integers are
+    decimal (`010` is ten; `0o`, `0x` prefixes), no sexagesimal `1:20`, no timestamps; and no
+    aliases (the seed of expansion bombs)."""
 
-    yaml_implicit_resolvers = {
-        first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
+    yaml_implicit_resolvers: dict[Any, Any] = {}
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             raise yaml.YAMLError("aliases (*name) are not accepted")
         return super().compose_node(parent, index)
+
+    def construct_core_int(self, node: yaml.ScalarNode) -> int:
+        """A YAML 1.2 core integer (pyyaml's own reads `010` as octal and `1:20` as 80)."""
+        text = str(self.construct_scalar(node))
+        if text[:2] in ("0o", "0x"):
+            return int(text[2:], 8 if text[1] == "o" else 16)
+        return int(text)
+
+
+for _tag, _pattern, _first in (
+    ("bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    (
+        "float",
+        r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)",
+        "-+.0123456789",
+    ),
+    ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+):
+    _YamlLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(rf"^(?:{_pattern})$"), list(_first)
+    )
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_core_int)
 
 
 class BodyTimeout(SuanpanError):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -180,16 +179,52 @@ async def test_unparseable_bodies_are_a_422(hub: Hub, body: str | bytes, ctype: 
     assert await _rows(hub) == before
 
 
-async def test_yaml_dates_stay_strings_and_yaml_booleans_are_booleans(hub: Hub) -> None:
+def _yaml(labels: str = "{team: nlp}", gang: str = "true", replicas: str = "2") -> str:
+    return f"""
+apiVersion: suanpan.io/v1
+kind: Job
+metadata: {{name: train, labels: {labels}}}
+spec:
+  queue: default
+  gang: {gang}
+  tasks:
+  - {{name: w, replicas: {replicas}, image: "pytorch:2.4"}}
+"""
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        ("{day: 2024-01-01}", {"day": "2024-01-01"}),  # no timestamps
+        ("{enabled: on, country: NO, ok: yes}", {"enabled": "on", "country": "NO", "ok": "yes"}),
+    ],
+)
+async def test_yaml_is_read_by_the_core_schema(
+    hub: Hub, labels: str, expected: dict[str, str]
+) -> None:
     token = await hub.tenant_with_queue("acme")
-    manifest = job_manifest()
-    manifest["metadata"]["labels"] = {"day": "2024-01-01"}
-    text = json.dumps(manifest).replace('"2024-01-01"', "2024-01-01")
     status, job = await hub.call(
-        "POST", "/v1/jobs", token, data=text, headers={"Content-Type": "application/yaml"}
+        "POST", "/v1/jobs", token, data=_yaml(labels), headers={"Content-Type": "application/yaml"}
     )
     assert status == 201, job
-    assert job["labels"] == {"day": "2024-01-01"}
+    assert job["labels"] == expected
+
+
+async def test_yaml_numbers_are_decimal(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    status, job = await hub.call(
+        "POST", "/v1/jobs", token, data=_yaml(replicas="010"), headers={"Content-Type": "text/yaml"}
+    )
+    assert status == 201 and job["spec"]["spec"]["tasks"][0]["replicas"] == 10, job
+
+
+@pytest.mark.parametrize("gang", ["off", "no", "on", "yes", '"true"', "1"])
+async def test_a_yaml_word_is_not_a_boolean(hub: Hub, gang: str) -> None:
+    token = await hub.tenant_with_queue("acme")
+    status, problem = await hub.call(
+        "POST", "/v1/jobs", token, data=_yaml(gang=gang), headers={"Content-Type": "text/yaml"}
+    )
+    assert status == 422 and problem["errors"][0]["path"] == "spec.gang", problem
 
 
 ADMIN_CASES: list[tuple[str, str, dict[str, Any], str]] = [

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from bench import api_fuzz
+from federation.store.database import Database
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def hub_url(pg_url: str, tmp_path: Path) -> Iterator[str]:
+def hub_url(pg_url: str, db: Database, tmp_path: Path) -> Iterator[str]:
+    """A hub process over the test database (`db` empties it afterwards)."""
     with api_fuzz.serve_hub(pg_url, tmp_path / "hub.log") as url:
         yield url
 
