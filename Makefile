@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e lint bench clean venv
+.PHONY: demo test unit e2e lint bench clean venv browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -15,13 +15,17 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# headless Chromium for the console's browser tests and the demo's screenshots (Debian's package)
+browser:
+	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
-test: lint
+test: lint browser
 	$(BIN)/pytest -q
 
 unit: $(STAMP)
@@ -30,7 +34,7 @@ unit: $(STAMP)
 e2e: $(STAMP)
 	$(BIN)/pytest -q -m e2e tests/e2e
 
-demo: $(STAMP)
+demo: $(STAMP) browser
 	$(BIN)/python -m deploy.demo
 
 bench: $(STAMP)

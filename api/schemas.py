@@ -56,7 +56,8 @@ def _query_float(value: object) -> object:
     return value
 
 
-QueryInt = Annotated[int, Field(le=INT64_MAX), BeforeValidator(_query_int)]
+# bounds go on each field (a `Field` inside `Annotated` would override the field's own `le`)
+QueryInt = Annotated[int, BeforeValidator(_query_int)]
 QueryFloat = Annotated[float, BeforeValidator(_query_float)]
 
 
@@ -142,6 +143,30 @@ class QueueList(_Out):
     items: list[QueueOut]
 
 
+class WaitingJob(_Out):
+    """A queued job and its place in its queue."""
+
+    position: int = Field(description="1 is the next job the scheduler takes from this queue")
+    id: uuid.UUID
+    name: str
+    priority: int
+    priority_class: str = Field(alias="priorityClass")
+    reason: str
+    created_at: datetime = Field(alias="createdAt")
+
+
+class WaitingList(_Out):
+    """A queue's waiting jobs in the order the scheduler takes them (priority, then age)."""
+
+    items: list[WaitingJob]
+
+
+class WaitingQuery(_In):
+    """How many waiting jobs to list."""
+
+    limit: QueryInt = Field(default=100, ge=1, le=1000)
+
+
 class TokenIn(_In):
     """A token to issue."""
 
@@ -158,6 +183,13 @@ class TokenOut(_Out):
     name: str
     role: str
     token: str | None = None
+
+
+class Whoami(_Out):
+    """The calling token: its role and what it is bound to."""
+
+    role: Literal["admin", "member", "viewer", "agent"]
+    tenant: str | None = Field(description="the tenant a member or viewer is bound to")
 
 
 class TokenList(_Out):
@@ -253,7 +285,7 @@ class EventList(_Out):
 class EventQuery(_In):
     """Paging of events."""
 
-    after: QueryInt = Field(default=0, ge=0)
+    after: QueryInt = Field(default=0, ge=0, le=INT64_MAX)
     limit: QueryInt = Field(default=100, ge=1, le=1000)
 
 

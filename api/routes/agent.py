@@ -13,6 +13,7 @@ from api.schemas import QueryFloat, QueryInt, _In
 from federation.store import agents
 from federation.store.listener import PLACEMENTS
 from federation.store.records import Role
+from federation.validation import INT64_MAX
 from federation.wire.agent import (
     AssignmentBatch,
     InventoryAck,
@@ -30,7 +31,7 @@ HEARTBEAT_INTERVAL_S = 5.0
 class AssignmentQuery(_In):
     """Resume point and how long to hold the request when nothing changed."""
 
-    after: QueryInt = Field(default=0, ge=0)
+    after: QueryInt = Field(default=0, ge=0, le=INT64_MAX)
     wait: QueryFloat = Field(default=0, ge=0, le=60)
 
 

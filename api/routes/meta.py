@@ -1,13 +1,9 @@
-"""Health, metrics, the OpenAPI document and its docs page."""
+"""Health, metrics and the OpenAPI document."""
 
 from __future__ import annotations
 
 import asyncio
-import html
-import json
 import time
-from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -18,7 +14,6 @@ from api.metrics import DATABASE_UP, STATE
 from api.registry import Call, Reply, openapi_document
 from api.routes import API
 from api.schemas import Health
-from api.security import page_headers
 from federation.errors import Forbidden
 from federation.metrics import REGISTRY
 from federation.store import clusters as cluster_store
@@ -80,51 +75,8 @@ async def metrics(call: Call) -> web.Response:
     return response
 
 
-def _document(call: Call) -> dict[str, Any]:
-    return openapi_document(API, title="Suanpan hub API", version=ctx(call.request).version)
-
-
 @API.op("GET", "/openapi.json", summary="OpenAPI document", tag="meta", roles=())
 async def openapi(call: Call) -> web.Response:
     """The OpenAPI 3.1 document, generated from the same models that validate requests."""
-    return web.json_response(_document(call))
-
-
-@API.op("GET", "/docs", summary="API reference page", tag="meta", roles=())
-async def docs(call: Call) -> web.Response:
-    """A self-contained HTML reference of every operation and schema (no external assets)."""
-    doc = _document(call)
-    rows = []
-    paths: dict[str, dict[str, Any]] = doc["paths"]
-    for path, ops in paths.items():
-        for method, op in ops.items():
-            codes = ", ".join(op["responses"])
-            rows.append(
-                f"<tr><td><code>{method.upper()}</code></td><td><code>{html.escape(path)}</code></td>"
-                f"<td>{html.escape(op['summary'])}</td><td>{codes}</td></tr>"
-            )
-    schemas = json.dumps(doc["components"], indent=2)
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Suanpan API</title>"
-        "<style>body{font-family:sans-serif;margin:2em}td{padding:2px 10px}"
-        "pre{background:#f4f4f4;padding:1em}</style></head><body>"
-        "<h1>Suanpan hub API v1</h1><p>Machine-readable: <a href='/openapi.json'>/openapi.json</a>."
-        " Authenticate with <code>Authorization: Bearer &lt;token&gt;</code>.</p>"
-        "<table><tr><th>Method</th><th>Path</th><th>Summary</th><th>Responses</th></tr>"
-        + "".join(rows)
-        + "</table><h2>Schemas</h2><pre>"
-        + html.escape(schemas)
-        + "</pre></body></html>"
-    )
-    return web.Response(text=page, content_type="text/html", headers=page_headers(page))
-
-
-_WEB_PAGE = (Path(__file__).resolve().parent.parent / "web" / "index.html").read_text()
-_WEB_HEADERS = page_headers(_WEB_PAGE, connect=True)
-
-
-@API.op("GET", "/ui", summary="Web view", tag="meta", roles=())
-async def web_view(call: Call) -> web.Response:
-    """A read-only web view of clusters, accelerators and jobs (it calls the API with the token
-    the user types; the page itself holds no data)."""
-    return web.Response(text=_WEB_PAGE, content_type="text/html", headers=_WEB_HEADERS)
+    version = ctx(call.request).version
+    return web.json_response(openapi_document(API, title="Suanpan hub API", version=version))

@@ -9,8 +9,20 @@ from api.auth import tenant_scope
 from api.context import ctx
 from api.registry import ADMIN, Call, Reply
 from api.routes import API
-from api.schemas import QueueIn, QueueList, QueueOut, QueuePatch, TenantIn, TenantList, TenantOut
+from api.schemas import (
+    QueueIn,
+    QueueList,
+    QueueOut,
+    QueuePatch,
+    TenantIn,
+    TenantList,
+    TenantOut,
+    WaitingJob,
+    WaitingList,
+    WaitingQuery,
+)
 from federation.errors import NotFound
+from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.queue_usage import queue_usage
 from federation.store.records import Principal, Queue, Tenant
@@ -172,6 +184,38 @@ async def get_queue(call: Call) -> Reply:
         queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
         out = await _queue_out(conn, queue)
     return Reply(200, out)
+
+
+@API.op(
+    "GET",
+    "/v1/tenants/{tenant}/queues/{queue}/waiting",
+    summary="List a queue's waiting jobs",
+    tag="queues",
+    query=WaitingQuery,
+    response=WaitingList,
+    errors=(404,),
+)
+async def queue_waiting(call: Call) -> Reply:
+    """Queued jobs of one queue with their position: the order the scheduler takes them from
+    this queue (priority, then age). Across queues, fair sharing interleaves the heads."""
+    limit = call.query_as(WaitingQuery).limit
+    async with ctx(call.request).db.connection() as conn:
+        tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
+        queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
+        found = await job_store.waiting(conn, queue.id, limit=limit)
+    items = [
+        WaitingJob(
+            position=i,
+            id=j.id,
+            name=j.name,
+            priority=j.priority,
+            priority_class=j.priority_class,
+            reason=j.reason,
+            created_at=j.created_at,
+        )
+        for i, j in enumerate(found, 1)
+    ]
+    return Reply(200, WaitingList(items=items))
 
 
 @API.op(

@@ -1,13 +1,13 @@
-"""API tokens: issue and revoke (admin only)."""
+"""API tokens: issue and revoke (admin only), and who the caller is."""
 
 from __future__ import annotations
 
 from api.auth import TOKENS
 from api.context import ctx
-from api.registry import ADMIN, Call, Reply
+from api.registry import ADMIN, ALL_ROLES, Call, Reply
 from api.routes import API
 from api.routes.common import parse_id
-from api.schemas import TokenIn, TokenList, TokenOut
+from api.schemas import TokenIn, TokenList, TokenOut, Whoami
 from federation.errors import FieldError, InvalidInput
 from federation.store import clusters as cluster_store
 from federation.store import tenancy, tokens
@@ -79,3 +79,14 @@ async def revoke_token(call: Call) -> Reply:
         await tokens.revoke(conn, token_id)
     TOKENS.clear()
     return Reply(204)
+
+
+@API.op("GET", "/v1/whoami", summary="Who am I", tag="tokens", roles=ALL_ROLES, response=Whoami)
+async def whoami(call: Call) -> Reply:
+    """The calling token's role and tenant (the console shows the actions the role may do)."""
+    tenant = None
+    if call.who.tenant_id is not None:
+        async with ctx(call.request).db.connection() as conn:
+            (found,) = await tenancy.list_tenants(conn, call.who.tenant_id)
+        tenant = found.name
+    return Reply(200, Whoami(role=call.who.role, tenant=tenant))

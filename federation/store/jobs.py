@@ -206,6 +206,18 @@ async def list_jobs(
     return page, None
 
 
+async def waiting(conn: AsyncConnection, queue_id: uuid.UUID, *, limit: int) -> list[Job]:
+    """A queue's queued jobs in the order the scheduler takes them from it: priority (its own,
+    before aging), then age, then id."""
+    query = (
+        _job_query()
+        .where(jobs.c.queue_id == queue_id, jobs.c.state == "Queued")
+        .order_by(jobs.c.priority.desc(), jobs.c.created_at, jobs.c.id)
+        .limit(limit)
+    )
+    return [_job(r) for r in await conn.execute(query)]
+
+
 async def transition(
     conn: AsyncConnection,
     job_id: uuid.UUID,

@@ -183,6 +183,7 @@ async def test_oversized_body_is_413(hub: Hub) -> None:
     [
         ({"limit": "0"}, "query.limit"),
         ({"limit": "many"}, "query.limit"),
+        ({"limit": "501"}, "query.limit"),  # above the documented maximum
         ({"state": "Sleeping"}, "query.state"),
         ({"label": "novalue"}, "query.label"),
         ({"color": "red"}, "query.color"),

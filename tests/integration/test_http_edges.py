@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -240,9 +241,14 @@ async def test_pages_forbid_framing_and_foreign_scripts(hub: Hub, path: str) -> 
     assert resp.headers["X-Frame-Options"] == "DENY"
 
 
-def test_the_web_view_keeps_no_token_in_local_storage() -> None:
-    page = (Path(api.registry.__file__).parent / "web" / "index.html").read_text()
-    assert "localStorage" not in page and "sessionStorage" in page
+def test_the_console_keeps_no_token_in_local_storage_and_runs_no_inline_script() -> None:
+    web = Path(api.registry.__file__).parent / "web"
+    script = (web / "console.js").read_text()
+    assert "localStorage" not in script and "sessionStorage" in script
+    assert "innerHTML" not in script  # text is set as text, never parsed as markup
+    for page in ("index.html", "docs.html"):
+        html = (web / page).read_text()
+        assert "<script>" not in html and not re.search(r"\son[a-z]+=", html), page
 
 
 async def test_an_undeclared_method_is_a_405_with_allow(hub: Hub) -> None:

@@ -134,6 +134,62 @@ async def test_the_web_view_is_served_and_calls_only_existing_operations(hub: Hu
 
     status, page = await hub.call("GET", "/ui", None)
     assert status == 200 and "<title>Suanpan</title>" in page
-    called = set(re.findall(r'api\(`?"?(/v1/[a-z-]+)', page))
-    known = {op.path for op in API.operations}
+    status, script = await hub.call("GET", "/ui/console.js", None)
+    assert status == 200
+    called = {
+        re.sub(r"\$\{[^}]+\}", "{}", path) for path in re.findall(r'[`"](/v1/[^`"?]+)', script)
+    }
+    known = {re.sub(r"\{[^}]+\}", "{}", op.path) for op in API.operations}
     assert called and called <= known, called - known
+
+
+async def test_a_queues_waiting_jobs_are_listed_in_the_schedulers_order(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    ids = {}
+    for name, priority in (("old", "normal"), ("low", "low"), ("new", "normal"), ("hot", "high")):
+        status, job = await hub.call(
+            "POST", "/v1/jobs", token, json=job_manifest(name, priorityClass=priority)
+        )
+        assert status == 201
+        ids[name] = job["id"]
+    await hub.call("POST", f"/v1/jobs/{ids['new']}/cancel", token)
+    status, waiting = await hub.call("GET", "/v1/tenants/acme/queues/default/waiting", token)
+    assert status == 200
+    assert [(w["position"], w["name"]) for w in waiting["items"]] == [
+        (1, "hot"),
+        (2, "old"),
+        (3, "low"),
+    ]
+    status, first = await hub.call("GET", "/v1/tenants/acme/queues/default/waiting?limit=1")
+    assert status == 200 and [w["name"] for w in first["items"]] == ["hot"]
+
+
+@pytest.mark.parametrize(
+    ("path", "status", "field"),
+    [
+        ("/v1/tenants/acme/queues/nope/waiting", 404, None),
+        ("/v1/tenants/nope/queues/default/waiting", 404, None),
+        ("/v1/tenants/acme/queues/default/waiting?limit=0", 422, "query.limit"),
+        ("/v1/tenants/acme/queues/default/waiting?limit=+5", 422, "query.limit"),
+        ("/v1/tenants/acme/queues/default/waiting?limit=1001", 422, "query.limit"),
+    ],
+)
+async def test_bad_waiting_requests_get_a_precise_problem(
+    hub: Hub, path: str, status: int, field: str | None
+) -> None:
+    await hub.tenant_with_queue("acme")
+    got, problem = await hub.call("GET", path)
+    assert got == status and problem["status"] == status
+    if field is not None:
+        assert [e["path"] for e in problem["errors"]] == [field]
+
+
+async def test_whoami_names_the_role_and_tenant_of_the_token(hub: Hub) -> None:
+    member = await hub.tenant_with_queue("acme")
+    assert await hub.call("GET", "/v1/whoami") == (200, {"role": "admin", "tenant": None})
+    assert await hub.call("GET", "/v1/whoami", member) == (
+        200,
+        {"role": "member", "tenant": "acme"},
+    )
+    status, _ = await hub.call("GET", "/v1/whoami", None)
+    assert status == 401

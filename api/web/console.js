@@ -1,0 +1,298 @@
+// The Suanpan web console: every number comes from the hub's REST API, called with the token
+// the user signs in with (kept in sessionStorage: gone with the tab). The page is built with
+// DOM nodes and textContent only, so names, labels and reasons are shown as text, never markup.
+"use strict";
+
+const TOKEN_KEY = "suanpan-token";
+const REFRESH_MS = 5000;
+let who = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (key === "on") { for (const [ev, fn] of Object.entries(value)) { node.addEventListener(ev, fn); } }
+    else if (value !== undefined && value !== null && value !== false) { node.setAttribute(key, value === true ? "" : value); }
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined) { continue; }
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function table(headers, rows, attrs) {
+  return el("table", attrs,
+    el("thead", {}, el("tr", {}, headers.map(h => el("th", { class: h.num ? "num" : null }, h.text ?? h)))),
+    el("tbody", {}, rows));
+}
+
+function num(value, attrs) { return el("td", { class: "num", ...attrs }, value); }
+
+function bar(used, total) {
+  const pct = total ? Math.round(100 * used / total) : 0;
+  return el("span", {}, el("span", { class: "bar" + (pct > 100 ? " over" : "") },
+    el("span", { style: `width:${Math.min(pct, 100)}%` })), ` ${pct}%`);
+}
+
+function devices(milli) { return String(Math.round(milli) / 1000); }
+
+function ago(iso) {
+  if (!iso) { return "-"; }
+  const s = Math.max(0, Math.round((Date.now() - Date.parse(iso)) / 1000));
+  return s < 120 ? `${s}s ago` : s < 7200 ? `${Math.round(s / 60)}m ago` : `${Math.round(s / 3600)}h ago`;
+}
+
+function showError(message) {
+  const box = document.getElementById("error");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+async function api(path, method = "GET") {
+  const response = await fetch(path, {
+    method, headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } });
+  const body = response.status === 204 ? null : await response.json();
+  if (!response.ok) { throw new Error(`${response.status} ${body.title}: ${body.detail}`); }
+  return body;
+}
+
+// An action through the same API as the CLI; the hub's refusal is shown as it is.
+async function act(path, label) {
+  try { await api(path, "POST"); showError(""); }
+  catch (e) { showError(`${label}: ${e.message}`); return; }
+  await render();
+}
+
+function actionButton(label, path, roles) {
+  if (!who || !roles.includes(who.role)) { return null; }
+  return el("button", { type: "button", class: "action", "data-action": label,
+    on: { click: () => act(path, label) } }, label);
+}
+
+// ---- Fleet ----------------------------------------------------------------------------
+
+function lost(cluster) { return cluster.state === "Offline" || cluster.state === "NotReady"; }
+
+function rollup(clusters, keyOf) {
+  const out = new Map();
+  for (const c of clusters) {
+    for (const f of c.flavors) {
+      const key = keyOf(c, f);
+      const acc = out.get(key) || { total: 0, healthy: 0, allocatedMilli: 0, freeWhole: 0 };
+      acc.total += f.total; acc.healthy += f.healthy; acc.allocatedMilli += f.allocatedMilli; acc.freeWhole += f.freeWhole;
+      out.set(key, acc);
+    }
+  }
+  return [...out.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+}
+
+function rollupTable(id, title, entries) {
+  return table([title, { text: "Devices", num: true }, { text: "Unhealthy", num: true },
+    { text: "Allocated", num: true }, { text: "In use (whole or shared)", num: true }, "Allocation"],
+  entries.map(([key, a]) => el("tr", { "data-key": key }, el("td", {}, key), num(a.total),
+    num(a.total - a.healthy), num(devices(a.allocatedMilli)), num(a.healthy - a.freeWhole),
+    el("td", {}, bar(a.allocatedMilli / 1000, a.healthy)))), { id });
+}
+
+async function fleetPage() {
+  const clusters = (await api("/v1/clusters")).items;
+  const rows = [];
+  for (const c of clusters) {
+    const marks = [
+      c.cordoned ? el("span", { class: "badge cordoned" }, "cordoned") : null,
+      c.draining ? el("span", { class: "badge draining" }, "draining") : null,
+      lost(c) ? el("span", { class: "badge lost" }, "lost") : null];
+    const actions = el("td", {},
+      c.cordoned ? actionButton("Uncordon", `/v1/clusters/${c.name}/uncordon`, ["admin"])
+        : actionButton("Cordon", `/v1/clusters/${c.name}/cordon`, ["admin"]),
+      c.draining ? null : actionButton("Drain", `/v1/clusters/${c.name}/drain`, ["admin"]));
+    const flavors = c.flavors.length ? c.flavors : [null];
+    flavors.forEach((f, i) => rows.push(el("tr", { "data-cluster": c.name, "data-flavor": f ? f.flavor : "" },
+      el("td", {}, i ? "" : el("b", {}, c.name), i ? null : marks),
+      el("td", {}, i ? "" : c.region),
+      el("td", { class: "state " + c.state }, i ? "" : c.state),
+      el("td", { class: "muted" }, i ? "" : `${c.readyNodes}/${c.nodes} nodes · ${ago(c.lastHeartbeat)}`),
+      el("td", {}, f ? f.flavor : "no accelerators"),
+      num(f ? f.total : "", { "data-field": "total" }),
+      num(f ? f.total - f.healthy : "", { "data-field": "unhealthy" }),
+      num(f ? devices(f.allocatedMilli) : "", { "data-field": "allocated" }),
+      num(f ? f.healthy - f.freeWhole : "", { "data-field": "inUse" }),
+      el("td", {}, f ? bar(f.allocatedMilli / 1000, f.healthy) : ""),
+      i ? el("td", {}) : actions)));
+  }
+  return [
+    el("section", {}, el("h2", {}, "Accelerators by vendor and model"),
+      rollupTable("by-flavor", "Vendor/model", rollup(clusters, (c, f) => f.flavor))),
+    el("section", {}, el("h2", {}, "By region"),
+      rollupTable("by-region", "Region", rollup(clusters, c => c.region || "(none)"))),
+    el("section", {}, el("h2", {}, "Clusters"),
+      table(["Cluster", "Region", "State", "Nodes", "Vendor/model", { text: "Devices", num: true },
+        { text: "Unhealthy", num: true }, { text: "Allocated", num: true },
+        { text: "In use", num: true }, "Allocation", "Actions"], rows, { id: "clusters" })),
+  ];
+}
+
+// ---- Queues ---------------------------------------------------------------------------
+
+async function queuesPage() {
+  const queues = (await api("/v1/queues")).items;
+  const waiting = await Promise.all(queues.map(q =>
+    api(`/v1/tenants/${q.tenant}/queues/${q.name}/waiting?limit=20`)));
+  return queues.map((q, i) => {
+    const quota = Object.entries(q.quota).map(([res, limit]) => {
+      const used = q.usage[res] || 0;
+      return el("tr", { "data-resource": res }, el("td", {}, res), num(used, { "data-field": "usage" }),
+        num(limit.nominal, { "data-field": "nominal" }),
+        num(limit.borrowingLimit ?? "no cap", { "data-field": "borrowingLimit" }),
+        num(Math.max(0, used - limit.nominal), { "data-field": "borrowed" }),
+        el("td", {}, bar(used, limit.nominal)));
+    });
+    const counts = Object.entries(q.jobs).map(([state, n]) => `${state} ${n}`).join(" · ") || "no jobs";
+    const wait = waiting[i].items.map(w => el("tr", { "data-job": w.id },
+      num(w.position, { "data-field": "position" }),
+      el("td", {}, el("a", { href: `#/jobs/${w.id}` }, w.name)),
+      el("td", {}, w.priorityClass), el("td", {}, ago(w.createdAt)), el("td", {}, w.reason)));
+    return el("section", { "data-queue": `${q.tenant}/${q.name}` },
+      el("h2", {}, `${q.tenant} / ${q.name}`),
+      el("p", { class: "muted" }, `cohort ${q.cohort || "none"} · weight ${q.weight} · ${counts}`),
+      quota.length ? table(["Resource", { text: "Used", num: true }, { text: "Nominal", num: true },
+        { text: "Borrowing limit", num: true }, { text: "Borrowed", num: true }, "Use of nominal"], quota,
+      { class: "quota" }) : el("p", { class: "muted" }, "no quota set"),
+      el("h3", {}, "Waiting, in the order the scheduler takes them"),
+      wait.length ? table([{ text: "#", num: true }, "Job", "Priority", "Waiting since", "Why it waits"], wait,
+        { class: "waiting" }) : el("p", { class: "muted" }, "no job waits"));
+  });
+}
+
+// ---- Jobs -----------------------------------------------------------------------------
+
+const STATES = ["Queued", "Placed", "Dispatched", "Running", "Preempting", "Succeeded", "Failed", "Cancelled"];
+const FILTERS = ["state", "tenant", "queue", "label", "vendor"];
+
+function jobVendors(job) {
+  const out = new Set();
+  for (const t of job.spec.spec?.tasks || []) {
+    for (const option of t.resources?.accelerators?.anyOf || []) { out.add(option.flavor.split("/")[0]); }
+  }
+  return out;
+}
+
+function filtersForm(params) {
+  const field = name => name === "state"
+    ? el("select", { name }, el("option", { value: "" }, "all states"),
+      STATES.map(s => el("option", { value: s, selected: params.get(name) === s }, s)))
+    : el("input", { name, placeholder: name === "label" ? "label k=v" : name, value: params.get(name) || "" });
+  return el("form", { class: "filters", id: "job-filters", on: { submit: ev => {
+    ev.preventDefault();
+    const q = new URLSearchParams();
+    for (const name of FILTERS) { const v = ev.target.elements[name].value.trim(); if (v) { q.set(name, v); } }
+    location.hash = "#/jobs" + (q.toString() ? "?" + q : "");
+  } } }, FILTERS.map(field), el("button", { type: "submit" }, "Filter"));
+}
+
+async function jobsPage(params) {
+  const query = new URLSearchParams({ limit: "200" });
+  for (const name of ["state", "tenant", "queue", "label"]) { if (params.get(name)) { query.set(name, params.get(name)); } }
+  let jobs = (await api("/v1/jobs?" + query)).items;
+  const vendor = params.get("vendor");
+  if (vendor) { jobs = jobs.filter(j => jobVendors(j).has(vendor)); }
+  const rows = jobs.map(j => el("tr", { "data-job": j.id },
+    el("td", {}, el("a", { href: `#/jobs/${j.id}` }, j.name)), el("td", {}, j.tenant), el("td", {}, j.queue),
+    el("td", {}, j.priorityClass), el("td", { class: "state " + j.state }, j.state),
+    el("td", {}, j.cluster || "-"), el("td", {}, [...jobVendors(j)].join(", ")),
+    el("td", {}, ago(j.createdAt)), el("td", {}, j.reason)));
+  return [el("section", {}, el("h2", {}, `Jobs (${jobs.length})`), filtersForm(params),
+    table(["Name", "Tenant", "Queue", "Priority", "State", "Cluster", "Vendors", "Submitted", "Reason"],
+      rows, { id: "jobs" }))];
+}
+
+function facts(pairs) {
+  return el("dl", { class: "facts" }, pairs.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
+}
+
+async function jobPage(id) {
+  const [job, events, why] = await Promise.all([
+    api(`/v1/jobs/${id}`), api(`/v1/jobs/${id}/events?limit=1000`), api(`/v1/jobs/${id}/explain`)]);
+  const finished = ["Succeeded", "Failed", "Cancelled"].includes(job.state);
+  const preemptions = events.items.filter(e => e.reason === "Preempted" || e.reason === "Preempting")
+    .map(e => el("tr", {}, el("td", {}, e.createdAt),
+      el("td", {}, e.reason === "Preempted" ? "evicted by" : "evicted"),
+      el("td", {}, (e.reason === "Preempted" ? [e.data.preemptor] : e.data.victims || [])
+        .map(v => el("a", { href: `#/jobs/${v}` }, String(v).slice(0, 8) + " "))),
+      el("td", {}, e.data.cluster || ""), el("td", {}, e.message)));
+  const labels = Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ");
+  const annotations = (job.spec.spec?.tasks || []).flatMap(t =>
+    Object.entries(t.annotations || {}).map(([k, v]) => `${t.name}: ${k}=${v}`));
+  return [
+    el("section", {}, el("h2", { id: "job-name" }, job.name),
+      el("p", {}, el("span", { class: "state " + job.state, id: "job-state" }, job.state), " — ", job.reason),
+      el("div", {}, finished ? null : actionButton("Cancel", `/v1/jobs/${job.id}/cancel`, ["admin", "member"])),
+      facts([["id", job.id], ["tenant", job.tenant], ["queue", job.queue],
+        ["priority", `${job.priorityClass} (${job.priority})${job.preemptible ? ", preemptible" : ""}`],
+        ["cluster", job.cluster || "-"], ["epoch", job.epoch], ["labels", labels || "-"],
+        ["annotations", annotations.join("; ") || "-"],
+        ["submitted", job.createdAt], ["started", job.startedAt || "-"], ["finished", job.finishedAt || "-"]])),
+    el("section", { id: "explain" }, el("h2", {}, "Explain"), el("p", { id: "explain-summary" }, why.summary),
+      why.clusters.length ? table(["Cluster", "Code", "Why not"], why.clusters.map(c =>
+        el("tr", { "data-cluster": c.cluster }, el("td", {}, c.cluster), el("td", {}, c.code), el("td", {}, c.reason))))
+        : el("p", { class: "muted" }, "no per-cluster reasons")),
+    el("section", {}, el("h2", {}, "Preemptions"), preemptions.length
+      ? table(["When", "", "Jobs", "Cluster", "Message"], preemptions) : el("p", { class: "muted" }, "none")),
+    el("section", {}, el("h2", {}, "Events"), table(["When", "Reason", "Message"], events.items.map(e =>
+      el("tr", { "data-event": e.id }, el("td", {}, e.createdAt), el("td", {}, e.reason), el("td", {}, e.message))),
+    { id: "events" })),
+    el("section", {}, el("h2", {}, "Manifest"), el("pre", { id: "manifest" }, JSON.stringify(job.spec, null, 2))),
+  ];
+}
+
+// ---- Shell ----------------------------------------------------------------------------
+
+function route() {
+  const [path, query] = location.hash.replace(/^#/, "").split("?");
+  const parts = path.split("/").filter(Boolean);
+  return { page: parts[0] || "fleet", id: parts[1], params: new URLSearchParams(query || "") };
+}
+
+async function render() {
+  const main = document.getElementById("main");
+  if (!sessionStorage.getItem(TOKEN_KEY)) { return; }
+  const r = route();
+  const hash = location.hash;
+  for (const name of ["fleet", "queues", "jobs"]) {
+    document.getElementById("nav-" + name).classList.toggle("active", r.page === name);
+  }
+  try {
+    const sections = r.page === "queues" ? await queuesPage()
+      : r.page === "jobs" ? (r.id ? await jobPage(r.id) : await jobsPage(r.params))
+        : await fleetPage();
+    if (location.hash !== hash) { return; }  // the user moved on while this page loaded
+    main.replaceChildren(...sections);
+    main.dataset.page = r.id ? "job" : r.page;
+  } catch (e) { showError(e.message); }
+}
+
+async function signIn(token) {
+  sessionStorage.setItem(TOKEN_KEY, token);
+  try { who = await api("/v1/whoami"); showError(""); }
+  catch (e) { sessionStorage.removeItem(TOKEN_KEY); who = null; showError(e.message); }
+  document.getElementById("signin").hidden = who !== null;
+  document.getElementById("who").hidden = who === null;
+  document.getElementById("who-role").textContent = who ? who.role + (who.tenant ? ` · ${who.tenant}` : "") : "";
+  await render();
+}
+
+document.getElementById("signin").addEventListener("submit", ev => {
+  ev.preventDefault();
+  const input = document.getElementById("token");
+  signIn(input.value.trim());
+  input.value = "";
+});
+document.getElementById("signout").addEventListener("click", () => {
+  sessionStorage.removeItem(TOKEN_KEY);
+  location.reload();
+});
+window.addEventListener("hashchange", render);
+setInterval(() => {
+  if (!document.activeElement?.closest("form")) { render(); }
+}, REFRESH_MS);
+if (sessionStorage.getItem(TOKEN_KEY)) { signIn(sessionStorage.getItem(TOKEN_KEY)); }

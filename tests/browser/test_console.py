@@ -1,0 +1,233 @@
+"""The web console and the API reference in headless Chromium, against a real hub (embedded
+PostgreSQL, scheduling loop) with two simulated clusters driven by real agents: every page
+shows the numbers the API returns, and actions go through the API with the caller's role."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from deploy.browser import Page, chromium
+from deploy.demo import job, task
+from deploy.fleet import Fleet, local_fleet
+from deploy.local.kube import wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.asyncio(loop_scope="module")]
+
+ADMIN = "sp_console_admin"
+MARKUP = '<img src=x onerror="window.pwned=1"><script>window.pwned=1</script>'
+LONG = 6000  # simulated seconds: the jobs keep running while the tests look
+
+
+@dataclass
+class Console:
+    fleet: Fleet
+    page: Page
+    viewer: str
+    jobs: dict[str, str]  # name -> id
+
+    async def show(self, hash_: str, page: str) -> None:
+        """Open `#hash_` and wait until the console rendered page `page` for it."""
+        await self.page.evaluate("document.getElementById('main').dataset.page = ''")
+        await self.page.evaluate(f"location.hash = {json.dumps(hash_)}")
+        await self.page.wait(f"document.getElementById('main').dataset.page === '{page}'")
+
+    async def texts(self, selector: str) -> list[str]:
+        """The text of every element matching `selector`."""
+        found: list[str] = await self.page.evaluate(
+            f"[...document.querySelectorAll({json.dumps(selector)})].map(e => e.textContent)"
+        )
+        return found
+
+    async def sign_in(self, token: str) -> None:
+        await self.page.goto(self.fleet.url + "/ui#/fleet")
+        await self.page.evaluate("sessionStorage.clear()")
+        await self.page.goto(self.fleet.url + "/ui?signin#/fleet")
+        await self.page.evaluate(
+            f"document.getElementById('token').value = {json.dumps(token)};"
+            "document.getElementById('signin').requestSubmit()"
+        )
+        await self.page.wait("document.getElementById('main').dataset.page === 'fleet'")
+
+
+async def _submit(fleet: Fleet, manifest: dict[str, Any]) -> str:
+    created = await fleet.call("POST", "/v1/jobs", json=manifest)
+    assert "id" in created, created
+    return str(created["id"])
+
+
+async def _state(fleet: Fleet, job_id: str, state: str) -> None:
+    async def reached() -> bool:
+        return bool((await fleet.call("GET", f"/v1/jobs/{job_id}"))["state"] == state)
+
+    await wait_for(f"job {job_id} {state}", reached, 30)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def console() -> AsyncIterator[Console]:
+    async with local_fleet(ADMIN) as fleet, chromium() as page:
+        await fleet.call("POST", "/v1/tenants", json={"name": "nlp-lab"})
+        quota = {"huawei/Ascend910B3": {"nominal": 16000, "borrowingLimit": 8000}}
+        await fleet.call(
+            "POST", "/v1/tenants/nlp-lab/queues", json={"name": "training", "quota": quota}
+        )
+        viewer = await fleet.call("POST", "/v1/tokens", json={"name": "eve", "role": "viewer"})
+        await fleet.add_cluster("beijing-a", "dc-beijing", region="beijing")
+        await fleet.add_cluster("shenzhen-a", "dc-shenzhen", region="shenzhen")
+
+        async def registered() -> bool:
+            items = (await fleet.call("GET", "/v1/clusters"))["items"]
+            return len([c for c in items if c["flavors"]]) == 2
+
+        await wait_for("both clusters registered", registered, 30)
+        ascend = ["huawei/Ascend910B3"]
+        jobs = {
+            "blocker": await _submit(
+                fleet, job("blocker", "nlp-lab", [task("t", ascend, 16, run_s=LONG)])
+            )
+        }
+        await _state(fleet, jobs["blocker"], "Running")
+        marked = job("marked", "nlp-lab", [task("t", ["nvidia/H100*"], 1, run_s=LONG)])
+        marked["spec"]["tasks"][0]["annotations"] = {"note": MARKUP}
+        jobs["marked"] = await _submit(fleet, marked)
+        await _state(fleet, jobs["marked"], "Running")
+        jobs["giant"] = await _submit(fleet, job("giant", "nlp-lab", [task("t", ascend, 16)]))
+        jobs["second"] = await _submit(fleet, job("second", "nlp-lab", [task("t", ascend, 16)]))
+
+        async def explained() -> bool:
+            why = await fleet.call("GET", f"/v1/jobs/{jobs['giant']}/explain")
+            return bool(why["clusters"])
+
+        await wait_for("the giant job explained", explained, 30)
+        c = Console(fleet, page, str(viewer["token"]), jobs)
+        await c.sign_in(ADMIN)
+        yield c
+
+
+async def test_fleet_page_shows_each_clusters_devices_as_the_api_counts_them(
+    console: Console,
+) -> None:
+    await console.show("#/fleet", "fleet")
+    clusters = (await console.fleet.call("GET", "/v1/clusters"))["items"]
+    shown: dict[tuple[str, str], dict[str, str]] = await console.page.evaluate(
+        """Object.fromEntries([...document.querySelectorAll('#clusters tbody tr')].map(r =>
+             [r.dataset.cluster + '|' + r.dataset.flavor, Object.fromEntries(
+               [...r.querySelectorAll('[data-field]')].map(c =>
+                 [c.dataset.field, c.textContent]))]))"""
+    )
+    expected = {
+        f"{c['name']}|{f['flavor']}": {
+            "total": str(f["total"]),
+            "unhealthy": str(f["total"] - f["healthy"]),
+            "allocated": f"{f['allocatedMilli'] / 1000:g}",
+            "inUse": str(f["healthy"] - f["freeWhole"]),
+        }
+        for c in clusters
+        for f in c["flavors"]
+    }
+    assert shown == expected
+    assert any(f["allocatedMilli"] for c in clusters for f in c["flavors"])
+    regions = await console.texts("#by-region tbody td:first-child")
+    assert regions == ["beijing", "shenzhen"]
+
+
+async def test_queues_page_shows_usage_against_quota_and_who_waits_in_which_order(
+    console: Console,
+) -> None:
+    await console.show("#/queues", "queues")
+    (queue,) = (await console.fleet.call("GET", "/v1/queues"))["items"]
+    row = 'section[data-queue="nlp-lab/training"] tr[data-resource="huawei/Ascend910B3"]'
+    cells = await console.texts(f"{row} td.num")
+    usage = queue["usage"].get("huawei/Ascend910B3", 0)
+    assert cells == [str(usage), "16000", "8000", str(max(0, usage - 16000))]
+    waiting = await console.fleet.call("GET", "/v1/tenants/nlp-lab/queues/training/waiting")
+    assert [w["name"] for w in waiting["items"]] == ["giant", "second"]
+    shown = await console.texts('section[data-queue="nlp-lab/training"] table.waiting tbody tr')
+    assert shown[0].startswith("1giant") and shown[1].startswith("2second")
+
+
+async def test_jobs_list_filters_by_state_and_vendor(console: Console) -> None:
+    await console.show("#/jobs?state=Queued", "jobs")
+    assert await console.texts("#jobs tbody td:first-child") == ["second", "giant"]
+    await console.show("#/jobs?vendor=nvidia", "jobs")
+    assert await console.texts("#jobs tbody td:first-child") == ["marked"]
+
+
+async def test_a_job_page_shows_its_manifest_events_and_explain(console: Console) -> None:
+    giant = console.jobs["giant"]
+    await console.show(f"#/jobs/{giant}", "job")
+    why = await console.fleet.call("GET", f"/v1/jobs/{giant}/explain")
+    events = (await console.fleet.call("GET", f"/v1/jobs/{giant}/events"))["items"]
+    assert (await console.texts("#explain-summary")) == [why["summary"]]
+    rows = await console.texts("#explain tbody tr")
+    assert rows == [c["cluster"] + c["code"] + c["reason"] for c in why["clusters"]]
+    shown = await console.texts("#events tbody td:nth-child(2)")
+    assert shown[: len(events)] == [e["reason"] for e in events]
+    manifest = json.loads((await console.texts("#manifest"))[0])
+    assert manifest["metadata"]["name"] == "giant"
+
+
+async def test_markup_in_a_job_is_shown_as_text_and_never_runs(console: Console) -> None:
+    await console.show(f"#/jobs/{console.jobs['marked']}", "job")
+    (annotations,) = await console.texts('dd[data-field="annotations"]')
+    assert annotations == f"t: note={MARKUP}"
+    assert await console.page.evaluate("window.pwned === undefined")
+    assert (
+        await console.page.evaluate("document.querySelectorAll('main img, main script').length")
+        == 0
+    )
+
+
+async def test_an_admin_cancels_a_job_and_cordons_a_cluster(console: Console) -> None:
+    second = console.jobs["second"]
+    await console.show(f"#/jobs/{second}", "job")
+    await console.page.evaluate("document.querySelector('[data-action=Cancel]').click()")
+    await console.page.wait("document.getElementById('job-state').textContent === 'Cancelled'")
+    assert (await console.fleet.call("GET", f"/v1/jobs/{second}"))["state"] == "Cancelled"
+    await console.show("#/fleet", "fleet")
+    row = "#clusters tr[data-cluster=beijing-a]"
+    await console.page.evaluate(f"document.querySelector('{row} [data-action=Cordon]').click()")
+    await console.page.wait(f"document.querySelector('{row} .badge.cordoned') !== null")
+    assert (await console.fleet.call("GET", "/v1/clusters/beijing-a"))["cordoned"] is True
+    await console.fleet.call("POST", "/v1/clusters/beijing-a/uncordon")
+
+
+async def test_a_viewer_is_offered_no_action_and_the_hub_refuses_one(console: Console) -> None:
+    await console.sign_in(console.viewer)
+    try:
+        assert await console.texts("#who-role") == ["viewer"]
+        assert await console.page.evaluate("document.querySelectorAll('[data-action]').length") == 0
+        status = await console.page.evaluate(
+            "fetch('/v1/clusters/beijing-a/cordon', {method: 'POST', headers: {Authorization:"
+            " 'Bearer ' + sessionStorage.getItem('suanpan-token')}}).then(r => r.status)"
+        )
+        assert status == 403
+        await console.show(f"#/jobs/{console.jobs['giant']}", "job")
+        assert await console.page.evaluate("document.querySelectorAll('[data-action]').length") == 0
+    finally:
+        await console.sign_in(ADMIN)
+    assert (await console.fleet.call("GET", "/v1/clusters/beijing-a"))["cordoned"] is False
+
+
+async def test_docs_render_every_operation_and_try_it_out_calls_the_hub_with_the_token(
+    console: Console,
+) -> None:
+    await console.page.goto(console.fleet.url + "/docs")
+    operations = await console.page.wait(
+        "document.querySelectorAll('.opblock').length", timeout_s=20
+    )
+    document = await console.fleet.call("GET", "/openapi.json")
+    assert operations == sum(len(ops) for ops in document["paths"].values())
+    op = "#operations-tokens-whoami"  # the console's token is pre-authorized
+    await console.page.evaluate(f"document.querySelector('{op} .opblock-summary-control').click()")
+    await console.page.wait(f"document.querySelector('{op} .execute') !== null")
+    await console.page.evaluate(f"document.querySelector('{op} .execute').click()")
+    body = await console.page.wait(
+        f"document.querySelector('{op} .live-responses-table pre')?.textContent"
+    )
+    assert json.loads(body) == {"role": "admin", "tenant": None}
