@@ -345,6 +345,32 @@ class ClusterList(_Out):
     items: list[ClusterOut]
 
 
+class AllocationSample(_Out):
+    """One cluster's devices of one flavor at one time."""
+
+    taken_at: datetime = Field(alias="takenAt")
+    cluster: str
+    flavor: str
+    total: int
+    healthy: int
+    allocated_milli: int = Field(alias="allocatedMilli")
+
+
+class AllocationHistory(_Out):
+    """Allocation samples, oldest first, taken every `intervalSeconds` and kept for
+    `keepSeconds` by the hub."""
+
+    interval_seconds: float = Field(alias="intervalSeconds")
+    keep_seconds: float = Field(alias="keepSeconds")
+    items: list[AllocationSample]
+
+
+class HistoryQuery(_In):
+    """How far back to read allocation history."""
+
+    seconds: QueryInt = Field(default=3600, ge=1, le=90 * 86400, description="the last N seconds")
+
+
 class Health(_Out):
     """Liveness of the hub."""
 

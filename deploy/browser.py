@@ -146,3 +146,44 @@ async def _page_target(
                     if pages:
                         return str(pages[0]["webSocketDebuggerUrl"])
             await asyncio.sleep(0.1)
+
+
+async def sign_in(page: Page, hub_url: str, token: str) -> None:
+    """Open the console on a fresh tab state and sign in with `token` through its form."""
+    await page.goto(hub_url + "/ui#/fleet")
+    await page.evaluate("sessionStorage.clear()")
+    await page.goto(hub_url + "/ui?signin#/fleet")
+    await page.evaluate(
+        f"document.getElementById('token').value = {json.dumps(token)};"
+        "document.getElementById('signin').requestSubmit()"
+    )
+    await page.wait("document.getElementById('main').dataset.page === 'fleet'")
+
+
+async def show(page: Page, route: str, name: str) -> None:
+    """Open console route `route` (`#/jobs?...`) and wait until it rendered page `name`."""
+    await page.evaluate("document.getElementById('main').dataset.page = ''")
+    await page.evaluate(f"location.hash = {json.dumps(route)}")
+    await page.wait(f"document.getElementById('main').dataset.page === {json.dumps(name)}")
+
+
+async def console_screenshots(
+    hub_url: str, token: str, folder: Path, jobs: dict[str, str]
+) -> list[Path]:
+    """PNGs of every console page, a page per job in `jobs` (file stem -> id) and /docs."""
+    await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
+    shots: list[Path] = []
+    async with chromium() as page:
+        await sign_in(page, hub_url, token)
+        routes = [("fleet", "#/fleet", "fleet"), ("queues", "#/queues", "queues")]
+        routes += [("jobs", "#/jobs", "jobs")]
+        routes += [(stem, f"#/jobs/{job_id}", "job") for stem, job_id in jobs.items()]
+        for stem, route, name in routes:
+            await show(page, route, name)
+            shots.append(folder / f"{stem}.png")
+            await page.screenshot(shots[-1])
+        await page.goto(hub_url + "/docs")
+        await page.wait("document.querySelectorAll('.opblock').length", timeout_s=20)
+        shots.append(folder / "docs.png")
+        await page.screenshot(shots[-1])
+    return shots

@@ -14,13 +14,16 @@ import logging
 import textwrap
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
 from api.cli import table
+from deploy.browser import console_screenshots
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.kube import wait_for
 
 ADMIN = "sp_demo_admin"
+SCREENSHOTS = Path(__file__).resolve().parent.parent / "docs" / "screenshots"
 CLUSTERS = (
     ("beijing-a", "dc-beijing", "beijing"),
     ("shanghai-a", "dc-shanghai", "shanghai"),
@@ -306,6 +309,16 @@ async def scenario(fleet: Fleet) -> None:
     await jobs_table(fleet)
 
 
+async def screenshots(fleet: Fleet) -> None:
+    """Screenshots of the console's pages, linked from the README."""
+    section("console screenshots in docs/screenshots")
+    page = (await fleet.call("GET", "/v1/jobs", params={"limit": "500"}))["items"]
+    named = {j["name"]: j["id"] for j in page}
+    jobs = {"job-waiting": named["giant"], "job-preempting": named["incident-retrain"]}
+    for shot in await console_screenshots(fleet.url, ADMIN, SCREENSHOTS, jobs):
+        print(f"  {shot.name}")
+
+
 async def main() -> None:
     """Run the demo end to end and print the report."""
     logging.basicConfig(level=logging.ERROR)
@@ -314,6 +327,7 @@ async def main() -> None:
         print(f"embedded PostgreSQL 16 at {fleet.datadir}; hub at {fleet.url} (ui: {fleet.url}/ui)")
         print(f"simulated clusters run {fleet.time_scale:g}× faster than real time")
         await scenario(fleet)
+        await screenshots(fleet)
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"
     )

@@ -46,7 +46,9 @@ class Fleet:
     catalog: Catalog = field(default_factory=load_catalog)
     time_scale: float = 20.0
     # gang timeout in the simulated clusters' clock (time_scale x faster than real time)
-    config: HubConfig = field(default_factory=lambda: HubConfig(interval_s=0.2, gang_timeout_s=600))
+    config: HubConfig = field(
+        default_factory=lambda: HubConfig(interval_s=0.2, gang_timeout_s=600, history_interval_s=1)
+    )
     clusters: dict[str, ClusterBackend] = field(default_factory=dict)
     agents: dict[str, tuple[Agent, asyncio.Event, asyncio.Task[None]]] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)

@@ -64,6 +64,8 @@ class HubConfig:
     health: HealthConfig = field(default_factory=HealthConfig)
     retry: RetryPolicy = DEFAULT_RETRY
     gang_timeout_s: float = 120.0
+    history_interval_s: float = 60.0  # allocation sampled this often (leader only)
+    history_keep_s: float = 86400.0  # and kept this long
 
 
 class _File(BaseModel):
@@ -105,11 +107,17 @@ class _Gang(_File):
     timeout_seconds: Seconds = Field(default=120.0, gt=0, le=3600, alias="timeoutSeconds")
 
 
+class _History(_File):
+    interval_seconds: Seconds = Field(default=60.0, ge=1, le=3600, alias="intervalSeconds")
+    keep_seconds: Seconds = Field(default=86400.0, gt=0, le=90 * 86400, alias="keepSeconds")
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
     placement_retry: _Retry = Field(default=_Retry(), alias="placementRetry")
     gang: _Gang = _Gang()
+    history: _History = _History()
 
 
 class ConfigError(ValueError):
@@ -154,6 +162,8 @@ def parse_hub_config(text: str) -> HubConfig:
         ),
         retry=RetryPolicy(r.backoff_seconds, r.max_backoff_seconds, r.max_failures),
         gang_timeout_s=parsed.gang.timeout_seconds,
+        history_interval_s=parsed.history.interval_seconds,
+        history_keep_s=parsed.history.keep_seconds,
     )
 
 

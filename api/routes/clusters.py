@@ -1,12 +1,22 @@
-"""Member clusters: capacity and use, cordon, uncordon, drain."""
+"""Member clusters: capacity and use, allocation history, cordon, uncordon, drain."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
 
 from api.context import ctx
 from api.registry import ADMIN, Call, Reply
 from api.routes import API
-from api.schemas import ClusterList, ClusterOut, FlavorCapacity
+from api.schemas import (
+    AllocationHistory,
+    AllocationSample,
+    ClusterList,
+    ClusterOut,
+    FlavorCapacity,
+    HistoryQuery,
+)
 from federation.store import clusters as cluster_store
+from federation.store import history
 
 
 def _cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
@@ -47,6 +57,43 @@ async def list_clusters(call: Call) -> Reply:
     async with ctx(call.request).db.connection() as conn:
         found = await cluster_store.summaries(conn)
     return Reply(200, ClusterList(items=[_cluster_out(c) for c in found]))
+
+
+@API.op(
+    "GET",
+    "/v1/allocation-history",
+    summary="Allocation over time",
+    tag="clusters",
+    query=HistoryQuery,
+    response=AllocationHistory,
+)
+async def allocation_history(call: Call) -> Reply:
+    """Devices and allocation per cluster and flavor over the last `seconds`, as sampled by
+    the leading hub replica (see `history` in the scheduling configuration)."""
+    seconds = call.query_as(HistoryQuery).seconds
+    config = ctx(call.request).config
+    since = datetime.now(UTC) - timedelta(seconds=seconds)
+    async with ctx(call.request).db.connection() as conn:
+        found = await history.read(conn, since)
+    items = [
+        AllocationSample(
+            taken_at=s.taken_at,
+            cluster=s.cluster,
+            flavor=s.flavor,
+            total=s.total,
+            healthy=s.healthy,
+            allocated_milli=s.allocated_milli,
+        )
+        for s in found
+    ]
+    return Reply(
+        200,
+        AllocationHistory(
+            interval_seconds=config.history_interval_s,
+            keep_seconds=config.history_keep_s,
+            items=items,
+        ),
+    )
 
 
 @API.op(

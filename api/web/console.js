@@ -94,8 +94,52 @@ function rollupTable(id, title, entries) {
     el("td", {}, bar(a.allocatedMilli / 1000, a.healthy)))), { id });
 }
 
+const SVG = "http://www.w3.org/2000/svg";
+const COLORS = ["#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4b5563"];
+
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) { node.setAttribute(key, value); }
+  node.append(...children);
+  return node;
+}
+
+// Share of healthy devices allocated, per vendor/model across the fleet, over time.
+function historyChart(history) {
+  const byFlavor = new Map();
+  for (const s of history.items) {
+    const points = byFlavor.get(s.flavor) || new Map();
+    const p = points.get(s.takenAt) || { healthy: 0, allocatedMilli: 0 };
+    p.healthy += s.healthy; p.allocatedMilli += s.allocatedMilli;
+    points.set(s.takenAt, p);
+    byFlavor.set(s.flavor, points);
+  }
+  const times = history.items.map(s => Date.parse(s.takenAt));
+  const [t0, t1] = [Math.min(...times), Math.max(...times)];
+  const W = 1000, H = 160, x = t => 40 + (t1 > t0 ? (t - t0) / (t1 - t0) : 1) * (W - 50), y = v => 10 + (1 - v) * H;
+  const chart = svg("svg", { id: "history", viewBox: `0 0 ${W} ${H + 30}`, width: "100%",
+    "data-samples": String(history.items.length) },
+  ...[0, 0.5, 1].map(v => svg("text", { x: 0, y: y(v) + 4, "font-size": 11, fill: "#5a6372" }, `${v * 100}%`)),
+  svg("line", { x1: 40, x2: W - 10, y1: y(0), y2: y(0), stroke: "#dde1e7" }),
+  svg("text", { x: 40, y: H + 28, "font-size": 11, fill: "#5a6372" }, times.length ? new Date(t0).toLocaleTimeString() : ""),
+  svg("text", { x: W - 10, y: H + 28, "font-size": 11, fill: "#5a6372", "text-anchor": "end" },
+    times.length ? new Date(t1).toLocaleTimeString() : ""));
+  const legend = [];
+  [...byFlavor.keys()].sort().forEach((flavor, i) => {
+    const color = COLORS[i % COLORS.length];
+    const points = [...byFlavor.get(flavor).entries()].map(([t, p]) =>
+      `${x(Date.parse(t)).toFixed(1)},${y(p.healthy ? p.allocatedMilli / 1000 / p.healthy : 0).toFixed(1)}`);
+    chart.append(svg("polyline", { points: points.join(" "), fill: "none", stroke: color, "stroke-width": 2,
+      "data-flavor": flavor }));
+    legend.push(el("span", { class: "legend", style: `border-color:${color}` }, flavor));
+  });
+  return [history.items.length ? chart : el("p", { class: "muted" }, "no samples yet"),
+    el("p", { class: "muted" }, legend, ` sampled every ${history.intervalSeconds} s, kept ${history.keepSeconds / 3600} h`)];
+}
+
 async function fleetPage() {
-  const clusters = (await api("/v1/clusters")).items;
+  const [clusters, history] = await Promise.all([
+    api("/v1/clusters").then(b => b.items), api("/v1/allocation-history?seconds=3600")]);
   const rows = [];
   for (const c of clusters) {
     const marks = [
@@ -123,6 +167,8 @@ async function fleetPage() {
   return [
     el("section", {}, el("h2", {}, "Accelerators by vendor and model"),
       rollupTable("by-flavor", "Vendor/model", rollup(clusters, (c, f) => f.flavor))),
+    el("section", {}, el("h2", {}, "Allocation over the last hour (share of healthy devices)"),
+      historyChart(history)),
     el("section", {}, el("h2", {}, "By region"),
       rollupTable("by-region", "Region", rollup(clusters, c => c.region || "(none)"))),
     el("section", {}, el("h2", {}, "Clusters"),

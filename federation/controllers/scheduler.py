@@ -11,6 +11,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from federation import metrics
 from federation.aio import sleep_unless_stopped
@@ -20,6 +21,7 @@ from federation.controllers.leader import Leadership
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
+from federation.store import history
 from federation.store.database import Database
 from federation.store.listener import JOBS, Listener
 
@@ -57,6 +59,7 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
+        self._sampled_at = -float("inf")  # monotonic time of the last history sample
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
@@ -103,6 +106,16 @@ class SchedulerLoop:
         async with self.db.transaction() as conn:
             return await health.check(conn, self.config.health)
 
+    async def sample_history(self) -> None:
+        """Record allocation history when `history_interval_s` has passed since the last."""
+        now = time.monotonic()
+        if now - self._sampled_at < self.config.history_interval_s:
+            return
+        self._sampled_at = now
+        keep = timedelta(seconds=self.config.history_keep_s)
+        async with self.db.transaction() as conn:
+            await history.record(conn, datetime.now(UTC), keep)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Lead when possible and run cycles until `stop` is set."""
         while not stop.is_set():
@@ -116,6 +129,7 @@ class SchedulerLoop:
                     for change in await self.check_health():
                         log.warning("health: %s", change)
                     report = await self.cycle()
+                    await self.sample_history()
                     if report.written.placed or report.written.preempted or report.written.rejected:
                         log.info("cycle: %s", report)
                     await self._wait(stop)

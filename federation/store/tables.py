@@ -227,3 +227,17 @@ events = Table(
     _created(),
     Index("ix_events_job_id", "job_id", "id"),
 )
+
+# Devices and allocation per cluster and flavor, sampled by the leading hub replica at a fixed
+# interval and kept for a bounded time (`history` in the hub configuration).
+allocation_history = Table(
+    "allocation_history",
+    metadata,
+    Column("taken_at", DateTime(timezone=True), nullable=False),
+    Column("cluster", String(63), nullable=False),
+    Column("flavor", String(128), nullable=False),
+    Column("total", Integer, nullable=False),
+    Column("healthy", Integer, nullable=False),
+    Column("allocated_milli", BigInteger, nullable=False),
+    Index("ix_allocation_history_taken_at", "taken_at"),
+)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from deploy.browser import Page, chromium
+from deploy.browser import Page, chromium, show, sign_in
 from deploy.demo import job, task
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.kube import wait_for
@@ -31,11 +31,8 @@ class Console:
     viewer: str
     jobs: dict[str, str]  # name -> id
 
-    async def show(self, hash_: str, page: str) -> None:
-        """Open `#hash_` and wait until the console rendered page `page` for it."""
-        await self.page.evaluate("document.getElementById('main').dataset.page = ''")
-        await self.page.evaluate(f"location.hash = {json.dumps(hash_)}")
-        await self.page.wait(f"document.getElementById('main').dataset.page === '{page}'")
+    async def show(self, route: str, page: str) -> None:
+        await show(self.page, route, page)
 
     async def texts(self, selector: str) -> list[str]:
         """The text of every element matching `selector`."""
@@ -45,14 +42,7 @@ class Console:
         return found
 
     async def sign_in(self, token: str) -> None:
-        await self.page.goto(self.fleet.url + "/ui#/fleet")
-        await self.page.evaluate("sessionStorage.clear()")
-        await self.page.goto(self.fleet.url + "/ui?signin#/fleet")
-        await self.page.evaluate(
-            f"document.getElementById('token').value = {json.dumps(token)};"
-            "document.getElementById('signin').requestSubmit()"
-        )
-        await self.page.wait("document.getElementById('main').dataset.page === 'fleet'")
+        await sign_in(self.page, self.fleet.url, token)
 
 
 async def _submit(fleet: Fleet, manifest: dict[str, Any]) -> str:
@@ -132,6 +122,10 @@ async def test_fleet_page_shows_each_clusters_devices_as_the_api_counts_them(
     }
     assert shown == expected
     assert any(f["allocatedMilli"] for c in clusters for f in c["flavors"])
+    flavors = await console.page.evaluate(
+        "[...document.querySelectorAll('#history polyline')].map(p => p.dataset.flavor)"
+    )
+    assert flavors == sorted({f["flavor"] for c in clusters for f in c["flavors"]})
     regions = await console.texts("#by-region tbody td:first-child")
     assert regions == ["beijing", "shenzhen"]
 

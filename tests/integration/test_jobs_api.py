@@ -193,3 +193,40 @@ async def test_whoami_names_the_role_and_tenant_of_the_token(hub: Hub) -> None:
     )
     status, _ = await hub.call("GET", "/v1/whoami", None)
     assert status == 401
+
+
+async def test_allocation_history_returns_the_samples_of_the_window(hub: Hub) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from federation.store import history
+    from federation.store.tables import allocation_history
+
+    now = datetime.now(UTC)
+    async with hub.db.transaction() as conn:
+        await conn.execute(
+            allocation_history.insert(),
+            [
+                {
+                    "taken_at": now - timedelta(seconds=s),
+                    "cluster": "a",
+                    "flavor": "nvidia/H100",
+                    "total": 8,
+                    "healthy": 8,
+                    "allocated_milli": 1000 * s,
+                }
+                for s in (7200, 600, 60)
+            ],
+        )
+        assert await history.record(conn, now, timedelta(hours=1)) == 0  # no clusters yet
+    status, body = await hub.call("GET", "/v1/allocation-history", params={"seconds": "900"})
+    assert status == 200
+    assert [s["allocatedMilli"] for s in body["items"]] == [600000, 60000]
+    assert body["intervalSeconds"] == 60 and body["keepSeconds"] == 86400
+    status, body = await hub.call("GET", "/v1/allocation-history", params={"seconds": "86400"})
+    assert len(body["items"]) == 2  # the sample older than `keep` was dropped by `record`
+
+
+@pytest.mark.parametrize("seconds", ["0", "-1", "1h", "7776001"])
+async def test_a_bad_history_window_is_a_precise_problem(hub: Hub, seconds: str) -> None:
+    status, problem = await hub.call("GET", "/v1/allocation-history", params={"seconds": seconds})
+    assert status == 422 and [e["path"] for e in problem["errors"]] == ["query.seconds"]

@@ -20,6 +20,7 @@ scheduling:
 health: {notReadyAfterSeconds: 5, offlineAfterSeconds: 10}
 placementRetry: {backoffSeconds: 1, maxBackoffSeconds: 4, maxFailures: 3}
 gang: {timeoutSeconds: 30}
+history: {intervalSeconds: 10, keepSeconds: 3600}
 """
 
 
@@ -38,6 +39,7 @@ def test_every_field_is_read() -> None:
     assert (config.health.not_ready_after_s, config.health.offline_after_s) == (5, 10)
     assert [config.retry.delay(n) for n in (1, 2, 3, 4)] == [1, 2, 4, 4]
     assert config.retry.max_failures == 3 and config.gang_timeout_s == 30
+    assert config.history_interval_s == 10 and config.history_keep_s == 3600
 
 
 def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None:
@@ -55,6 +57,7 @@ def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None
         ("scheduling: {maxAssignments: 0}", "scheduling.maxAssignments"),
         ("gang: {timeoutSeconds: -1}", "gang.timeoutSeconds"),
         ("gang: {timeout: 3}", "gang.timeout"),
+        ("history: {intervalSeconds: 0}", "history.intervalSeconds"),
         ("health: {notReadyAfterSeconds: 50, offlineAfterSeconds: 10}", "offlineAfterSeconds"),
         ("scheduling: [1, 2", "not YAML"),
     ],
