@@ -178,7 +178,7 @@ async def _prepare(
 
 @API.op(
     "POST",
-    "/v1/jobs/batch",
+    "/v1/job-batches",
     summary="Submit many jobs",
     tag="jobs",
     roles=WRITERS,
