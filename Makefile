@@ -15,9 +15,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-# headless Chromium for the console's browser tests and the demo's screenshots (Debian's package)
+# headless Chromium for the console's browser tests and the demo's screenshots (Debian's
+# packages; a small CJK font so that the screenshots show 算盘)
 browser:
-	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium; }
+	@command -v chromium >/dev/null && test -e /usr/share/fonts/truetype/wqy/wqy-microhei.ttc || \
+	  { apt-get update -qq && apt-get install -y -qq chromium fonts-wqy-microhei; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
