@@ -9,7 +9,9 @@ import base64
 import contextlib
 import itertools
 import json
+import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import AsyncIterator
@@ -105,7 +107,10 @@ class Page:
 async def chromium() -> AsyncIterator[Page]:
     """A headless Chromium with one tab, 1280 px wide; killed on exit."""
     port = free_ports(1)[0]
-    with tempfile.TemporaryDirectory(prefix="suanpan-chromium-") as profile:
+    # chromium's helper processes may still write the profile as it goes
+    with tempfile.TemporaryDirectory(
+        prefix="suanpan-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         proc = await asyncio.create_subprocess_exec(
             chromium_path(),
             "--headless=new",
@@ -119,6 +124,7 @@ async def chromium() -> AsyncIterator[Page]:
             "about:blank",
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group, so its helpers end with it
         )
         try:
             async with aiohttp.ClientSession() as session:
@@ -128,7 +134,7 @@ async def chromium() -> AsyncIterator[Page]:
                     await page.send("Page.enable")
                     yield page
         finally:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
             await proc.wait()
 
 

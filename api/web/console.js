@@ -266,6 +266,9 @@ async function jobPage(id) {
       el("td", {}, (e.reason === "Preempted" ? [e.data.preemptor] : e.data.victims || [])
         .map(v => el("a", { href: `#/jobs/${v}` }, String(v).slice(0, 8) + " "))),
       el("td", {}, e.data.cluster || ""), el("td", {}, e.message)));
+  const placed = events.items.filter(e => e.reason === "Placed").at(-1);
+  const flavors = placed && job.cluster ? Object.entries(placed.data.flavors || {})
+    .map(([t, f]) => `${t} on ${f || "CPU"}`).join(", ") : "-";
   const labels = Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ");
   const annotations = (job.spec.spec?.tasks || []).flatMap(t =>
     Object.entries(t.annotations || {}).map(([k, v]) => `${t.name}: ${k}=${v}`));
@@ -275,7 +278,7 @@ async function jobPage(id) {
       el("div", {}, finished ? null : actionButton("Cancel", `/v1/jobs/${job.id}/cancel`, ["admin", "member"])),
       facts([["id", job.id], ["tenant", job.tenant], ["queue", job.queue],
         ["priority", `${job.priorityClass} (${job.priority})${job.preemptible ? ", preemptible" : ""}`],
-        ["cluster", job.cluster || "-"], ["epoch", job.epoch], ["labels", labels || "-"],
+        ["cluster", job.cluster || "-"], ["placement", flavors], ["epoch", job.epoch], ["labels", labels || "-"],
         ["annotations", annotations.join("; ") || "-"],
         ["submitted", job.createdAt], ["started", job.startedAt || "-"], ["finished", job.finishedAt || "-"]])),
     el("section", { id: "explain" }, el("h2", {}, "Explain"), el("p", { id: "explain-summary" }, why.summary),

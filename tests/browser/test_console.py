@@ -170,6 +170,7 @@ async def test_markup_in_a_job_is_shown_as_text_and_never_runs(console: Console)
     await console.show(f"#/jobs/{console.jobs['marked']}", "job")
     (annotations,) = await console.texts('dd[data-field="annotations"]')
     assert annotations == f"t: note={MARKUP}"
+    assert await console.texts('dd[data-field="placement"]') == ["t on nvidia/H100-80GB"]
     assert await console.page.evaluate("window.pwned === undefined")
     assert (
         await console.page.evaluate("document.querySelectorAll('main img, main script').length")
