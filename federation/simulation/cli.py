@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from federation.scheduling.placement import DEFAULT_POLICY, POLICY_NAMES
+from federation.nodeplacement import DEFAULT_POLICY, POLICY_NAMES
 from federation.simulation.dynamic import run_dynamic
 from federation.simulation.study import SeedRun, run_seed
 from federation.simulation.trace import load_nodes, load_pods

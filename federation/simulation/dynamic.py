@@ -1,13 +1,15 @@
 """Dynamic replay: the trace's own arrival and deletion times, priorities and preemption.
 
-A simple discrete-event loop (no sampling, one run): a pod arrives at `creation_time`, waits in
-a queue ordered by priority then arrival, runs for its trace lifetime (`deletion_time` minus
-`scheduled_time`, or minus `creation_time` if it never started; at least 1 s) once placed, and
-then leaves. `qos` maps to priority classes: LS high, Burstable/Guaranteed mid, BE low; only low
-pods are preemptible. When a high or mid pod fits nowhere, the loop looks for the node where
-evicting the fewest low pods (then the least device capacity) makes it fit, evicts them (they
-go back to the queue with their original arrival time and restart from scratch) and places the
-pod there. The queue is retried whenever capacity is freed; a new arrival is tried at once.
+A discrete-event loop around the simulated hub (`hub.Hub`): a pod arrives at `creation_time`,
+runs for its trace lifetime (`deletion_time` minus `scheduled_time`, or minus `creation_time` if
+it never started; at least 1 s) once placed, and then leaves. `qos` maps to priority classes: LS
+high, Burstable/Guaranteed mid, BE low; only low pods are preemptible. Whenever pods arrive or
+leave, the real core (`schedule()`, the hub's default configuration, preemption on or off)
+runs over the head of the queue (`HEAD` pods by priority then arrival, as the hub reads a head)
+with the running pods as placements and the preemptors' reservations; the node policy then
+binds each placed pod inside its cluster. Victims leave at once and go back to the queue with
+their original arrival time (restarting from scratch); the core runs again at the same instant
+so that the preemptor takes its reservation.
 
 The trace's own pace leaves the cluster almost idle (it offers 0.2 % of the GPU-seconds its 149
 days hold; a few very long pods carry most of the work and most pods live minutes), so arrival
@@ -21,28 +23,30 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from federation.nodeplacement import Pool, make_policy, typical_workload
+from federation.nodeplacement.pool import FloatArray
+from federation.scheduling import DEFAULT_CONFIG, Placement, SchedulerConfig
 from federation.scheduling.devices import WHOLE
-from federation.scheduling.placement import PodRequest, Pool, make_policy, typical_workload
-from federation.scheduling.placement.pool import FloatArray
 from federation.simulation.adapter import pod_request, pool_node, task_types
-from federation.simulation.replay import Placer
+from federation.simulation.hub import Hub, PodJob, Where, split_round_robin
 from federation.simulation.trace import TraceNode, TracePod
 
 PRIORITY = {"LS": 2, "Guaranteed": 1, "Burstable": 1, "BE": 0}
 CLASSES = ("low", "mid", "high")
-VICTIM_NODES = 8  # candidate nodes examined per preemption attempt
+HEAD = 1000  # waiting pods a cycle considers, by priority then arrival (the hub reads a head too)
+PREEMPTION_ROUNDS = 4  # cycles at one instant while the core preempts
 
 
 @dataclass
 class _Run:
     pod: int
-    node: int
-    devices: tuple[int, ...]
+    where: Where
+    placement: Placement
 
 
 @dataclass
@@ -113,122 +117,89 @@ def arrival_times(pods: Sequence[TracePod], capacity_milli: int, load: float) ->
 
 
 class _Loop:
+    """The event loop around the simulated hub: cycles of the core, then level-2 binding."""
+
     def __init__(
         self,
-        pool: Pool,
-        placer: Placer,
+        hub: Hub,
         pods: Sequence[TracePod],
         arrivals: Sequence[float],
-        preempt: bool,
+        config: SchedulerConfig,
     ) -> None:
-        self.pool, self.placer, self.pods, self.preempt = pool, placer, pods, preempt
+        self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
         self.reqs = [pod_request(p) for p in pods]
         self.prio = [PRIORITY.get(p.qos, 1) for p in pods]
-        self.pending: list[tuple[int, int, int]] = []  # (-priority, arrival, pod)
+        self.jobs = [
+            hub.job(PodJob(str(k), self.prio[k], self.prio[k] == 0, arrivals[k]), self.reqs[k])
+            for k in range(len(pods))
+        ]
+        self.pending: dict[int, None] = {}  # pods waiting (a set in insertion order)
+        self.reserved: dict[str, Placement] = {}  # preemptors' reservations by job id
         self.events: list[tuple[float, int, int]] = []  # (time, 0 finish / 1 arrive, run or pod)
         self.runs: dict[int, _Run] = {}
+        self.running: dict[str, int] = {}  # job id -> run
         self.started: dict[int, float] = {}
         self.preemptions = 0
         self.next_run = 0
         self.times: list[float] = []
         self.util: list[float] = []
 
-    def duration(self, k: int) -> float:
-        return lifetime(self.pods[k])
-
-    def start(self, k: int, node: int, devices: tuple[int, ...], now: float) -> None:
+    def start(self, k: int, where: Where, now: float) -> None:
         run = self.next_run
         self.next_run += 1
-        self.runs[run] = _Run(k, node, devices)
+        self.runs[run] = _Run(k, where, self.hub.placement(self.jobs[k], where))
+        self.running[self.jobs[k].id] = run
         self.started.setdefault(k, now)
-        heapq.heappush(self.events, (now + self.duration(k), 0, run))
+        heapq.heappush(self.events, (now + lifetime(self.pods[k]), 0, run))
 
-    def stop(self, run: int) -> _Run:
+    def stop(self, run: int) -> int:
         r = self.runs.pop(run)
-        self.pool.remove(r.node, self.reqs[r.pod], r.devices)
-        return r
+        del self.running[self.jobs[r.pod].id]
+        self.pool.remove(r.where[0], self.reqs[r.pod], r.where[1])
+        return r.pod
 
-    def try_place(self, k: int, now: float) -> bool:
-        req = self.reqs[k]
-        placed = self.placer.place(req)
-        if placed is None and self.preempt and self.prio[k] > 0:
-            node = self.preempt_for(k)
-            if node is not None:
-                placed = node, self.pool.choose_devices(node, req)
-                self.pool.place(node, req, placed[1])
-        if placed is None:
-            return False
-        self.start(k, placed[0], placed[1], now)
-        return True
-
-    def preempt_for(self, k: int) -> int | None:
-        req = self.reqs[k]
-        victims_by_node: dict[int, list[int]] = {}
-        for run, r in self.runs.items():
-            if self.prio[r.pod] == 0:
-                victims_by_node.setdefault(r.node, []).append(run)
-        allowed = self.pool.model_allowed(req)
-        ranked = sorted(
-            (n for n in victims_by_node if allowed[n]),
-            key=lambda n: sum(self.reqs[self.runs[v].pod].gpu_milli for v in victims_by_node[n]),
+    def cycle(self, now: float) -> bool:
+        """One cycle of the core over the head of the queue; True if it preempted."""
+        head = sorted(self.pending, key=lambda k: (-self.prio[k], self.arrivals[k], k))[:HEAD]
+        result = self.hub.cycle(
+            [self.jobs[k] for k in head],
+            self.config,
+            now,
+            [r.placement for r in self.runs.values()],
+            list(self.reserved.values()),
         )
-        best: tuple[int, int, int, list[int]] | None = None
-        for n in ranked[:VICTIM_NODES]:
-            chosen = self._victims_on(n, req, victims_by_node[n])
-            if chosen is not None:
-                cost = sum(self.reqs[self.runs[v].pod].gpu_milli for v in chosen)
-                if best is None or (len(chosen), cost) < (best[1], best[2]):
-                    best = (n, len(chosen), cost, chosen)
-        if best is None:
-            return None
-        for run in best[3]:
-            victim = self.stop(run).pod
-            self.preemptions += 1
-            heapq.heappush(self.pending, (0, int(self.arrivals[victim]), victim))
-        return best[0]
-
-    def _victims_on(self, n: int, req: PodRequest, runs: list[int]) -> list[int] | None:
-        """Fewest low-priority runs on node `n` (largest first) whose eviction makes `req` fit."""
-        order = sorted(runs, key=lambda v: -self.reqs[self.runs[v].pod].gpu_milli)
-        taken: list[int] = []
-        for run in order:
-            r = self.runs[run]
-            self.pool.remove(n, self.reqs[r.pod], r.devices)
-            taken.append(run)
-            if self.pool.feasible(req)[n]:
-                break
-        fits = bool(self.pool.feasible(req)[n])
-        for run in reversed(taken):
-            r = self.runs[run]
-            self.pool.place(n, self.reqs[r.pod], r.devices)
-        return taken if fits else None
+        for placed in result.placed:
+            k = int(placed.placement.job.id)
+            where = self.hub.bind(placed.placement.cluster, self.reqs[k])
+            if where is not None:  # else the cluster's nodes filled up in this cycle: retry
+                del self.pending[k]
+                self.reserved.pop(self.jobs[k].id, None)
+                self.start(k, where, now)
+        for preempted in result.preempted:
+            self.reserved[preempted.preemptor.id] = preempted.reservation
+            for victim in preempted.victims:
+                self.pending[self.stop(self.running[victim.job.id])] = None
+                self.preemptions += 1
+        return bool(result.preempted)
 
     def run(self) -> None:
         for k, t in enumerate(self.arrivals):
             heapq.heappush(self.events, (t, 1, k))
         while self.events:
             now = self.events[0][0]
-            freed, arrived = False, []
+            changed = False
             while self.events and self.events[0][0] == now:
                 _, kind, ident = heapq.heappop(self.events)
                 if kind == 0 and ident in self.runs:
                     self.stop(ident)
-                    freed = True
+                    changed = True
                 elif kind == 1:
-                    arrived.append(ident)
-            for k in arrived:
-                if not self.try_place(k, now):
-                    heapq.heappush(self.pending, (-self.prio[k], int(self.arrivals[k]), k))
-            if freed and self.pending:
-                waiting, self.pending = sorted(self.pending), []
-                stuck: set[tuple[PodRequest, int]] = set()  # shapes that found no room
-                for item in waiting:
-                    shape = (self.reqs[item[2]], self.prio[item[2]])
-                    if shape in stuck or not self.try_place(item[2], now):
-                        stuck.add(shape)
-                        self.pending.append(item)
-                heapq.heapify(self.pending)
+                    self.pending[ident] = None
+                    changed = True
+            for _ in range(PREEMPTION_ROUNDS):  # victims leave at once: the preemptor follows
+                if not (changed and self.pending and self.cycle(now)):
+                    break
             self.times.append(now)
             self.util.append(self.pool.allocated_milli() / max(self.pool.total_milli, WHOLE))
 
@@ -239,6 +210,7 @@ def run_dynamic(
     policy: str,
     load: float = 0.35,
     preempt: bool = True,
+    clusters: int = 1,
 ) -> DynamicResult:
     """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
@@ -247,8 +219,11 @@ def run_dynamic(
     scorer = make_policy(policy, typical_workload(task_types(pods))).bind(
         pool, np.random.default_rng(0)
     )
+    member = split_round_robin(gpu_nodes, clusters)
+    hub = Hub(pool, scorer, np.array([member[n.name] for n in gpu_nodes]))
     arrivals = arrival_times(timed, pool.total_milli, load)
-    loop = _Loop(pool, Placer(pool, scorer), timed, arrivals, preempt)
+    config = replace(DEFAULT_CONFIG, preemption=preempt)
+    loop = _Loop(hub, timed, arrivals, config)
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
     for k, t in loop.started.items():
