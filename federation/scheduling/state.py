@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 from federation.scheduling.devices import WHOLE, DeviceConflict, DeviceRequest, NodeDevices
 from federation.scheduling.devices import allocate as allocate_devices
 from federation.scheduling.devices import release as release_devices
-from federation.scheduling.model import Cluster, Node, Placement, Snapshot
+from federation.scheduling.model import Cluster, FlavorOption, Node, Placement, Snapshot
 from federation.scheduling.quota import QuotaLedger, demand
 
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -326,6 +327,10 @@ def _static(node: Node) -> tuple[Hashable, ...]:
     )
 
 
+def _options(placement: Placement) -> tuple[FlavorOption | None, ...]:
+    return tuple(placement.option(t) for t in range(len(placement.job.tasks)))
+
+
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
 _BASES: dict[str, ClusterState] = {}  # by cluster name: pristine state of the last snapshot
 
@@ -351,8 +356,7 @@ class State:
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
-        for placement in snapshot.placements:
-            self._account(placement, 1)
+        self._account_running(snapshot.placements)
         for reservation in snapshot.reservations:
             self.hold(reservation)
 
@@ -462,9 +466,40 @@ class State:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    def _account_running(self, placements: Iterable[Placement]) -> None:
+        """`_account(p, 1)` for every placement, in bulk: one quota charge per queue, tasks
+        object and flavors (a shell sharing one `tasks` tuple among jobs of one shape pays
+        once), one count per cluster and queue, per cluster and priority."""
+        shapes: dict[tuple[str, int, tuple[str, ...]], tuple[Placement, int]] = {}
+        where: Counter[tuple[str, str]] = Counter()
+        preemptible: Counter[tuple[str, int]] = Counter()
+        for placement in placements:  # all alive while this runs: an id names one object
+            job, cluster = placement.job, placement.cluster
+            key = (job.queue, id(job.tasks), placement.flavors)
+            first, count = shapes.get(key, (placement, 0))
+            shapes[key] = (first, count + 1)
+            self.placements[job.id] = placement
+            self.by_cluster.setdefault(cluster, {})[job.id] = placement
+            self.by_queue.setdefault(job.queue, {})[job.id] = placement
+            for flavor in placement.flavors:
+                if flavor:
+                    self.by_flavor.setdefault((cluster, flavor), {})[job.id] = placement
+            where[cluster, job.queue] += 1
+            if job.preemptible:
+                preemptible[cluster, job.priority] += 1
+        for (queue, _, _), (placement, count) in shapes.items():
+            amounts = demand(placement.job, _options(placement))
+            self.quota.charge(queue, {r: count * a for r, a in amounts.items()})
+        for (cluster, priority), count in preemptible.items():
+            counts = self.preemptible.setdefault(cluster, {})
+            counts[priority] = counts.get(priority, 0) + count
+        for (cluster, queue), count in where.items():
+            presence = self.presence.setdefault(cluster, {})
+            for name in (f"queue:{queue}", f"tenant:{self.tenant(queue)}"):
+                presence[name] = presence.get(name, 0) + count
+
     def _account(self, placement: Placement, sign: int) -> None:
-        options = tuple(placement.option(t) for t in range(len(placement.job.tasks)))
-        self.quota.charge(placement.job.queue, demand(placement.job, options), sign)
+        self.quota.charge(placement.job.queue, demand(placement.job, _options(placement)), sign)
         job = placement.job
         indexes = [
             self.placements,

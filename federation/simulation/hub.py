@@ -73,21 +73,25 @@ class Hub:
         self._seen = np.full(len(pool), -1, dtype=np.int64)
         self._clusters: list[Cluster | None] = [None] * k
         self.queues = (Queue(QUEUE),)
+        self._tasks: dict[PodRequest, tuple[Task, ...]] = {}
 
     def job(self, meta: PodJob, req: PodRequest) -> Job:
         """The core's job for one pod: one replica, one option per accepted device model."""
         accelerators = None
-        if req.device is not None:
+        if req.device is not None and req not in self._tasks:
             models = [m for m in self.models if not req.models or m in req.models]
             count, milli = req.device.count, req.device.milli
             accelerators = AcceleratorRequest(
                 tuple(FlavorOption(m, count=count, milli=milli) for m in models)
             )
-        task = Task("pod", 1, req.cpu_milli, req.memory_mib, accelerators, accelerator_nodes=True)
+        tasks = self._tasks.get(req)
+        if tasks is None:  # one tasks tuple per request shape: the core charges quota per shape
+            task = Task("pod", 1, req.cpu_milli, req.memory_mib, accelerators, True)
+            tasks = self._tasks[req] = (task,)
         return Job(
             meta.id,
             QUEUE,
-            (task,),
+            tasks,
             priority=meta.priority,
             preemptible=meta.preemptible,
             created_at=meta.created_at,
