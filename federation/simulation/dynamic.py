@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from federation.nodeplacement import Pool, make_policy, typical_workload
+from federation.nodeplacement import FragModel, FragTracker, Pool, make_policy, typical_workload
 from federation.nodeplacement.pool import FloatArray
 from federation.scheduling import DEFAULT_CONFIG, Placement, SchedulerConfig
 from federation.scheduling.devices import WHOLE
@@ -47,11 +47,13 @@ class _Run:
     pod: int
     where: Where
     placement: Placement
+    start: float
 
 
 @dataclass
 class DynamicResult:
-    """Queueing delays by class, preemptions and GPU utilization over time."""
+    """Per class: queueing delays (first start - arrival), completion times (end - arrival),
+    pods preempted; GPU-hours lost to preemption; utilization and fragmentation over time."""
 
     policy: str
     delays: dict[str, list[float]]
@@ -60,21 +62,32 @@ class DynamicResult:
     times: list[float] = field(default_factory=list)
     utilization: list[float] = field(default_factory=list)
     window_end: float = float("inf")  # last arrival
+    completions: dict[str, list[float]] = field(default_factory=dict)
+    preempted: dict[str, int] = field(default_factory=dict)
+    lost_gpu_hours: float = 0.0
+    fragmentation: list[float] = field(default_factory=list)  # fragmented share of all GPUs
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers for the CLI and the benchmark."""
         out: dict[str, Any] = {"preemptions": self.preemptions, "never_started": self.never_started}
-        for cls, values in self.delays.items():
-            arr = np.array(values) if values else np.zeros(1)
-            out[f"delay_p50_s_{cls}"] = round(float(np.percentile(arr, 50)), 1)
-            out[f"delay_p99_s_{cls}"] = round(float(np.percentile(arr, 99)), 1)
-        t, u = np.array(self.times), np.array(self.utilization)
+        out["lost_gpu_hours"] = round(self.lost_gpu_hours, 1)
+        for name, series in (("delay", self.delays), ("jct", self.completions)):
+            for cls, values in series.items():
+                arr = np.array(values) if values else np.zeros(1)
+                for q in (50, 95, 99):
+                    out[f"{name}_p{q}_s_{cls}"] = round(float(np.percentile(arr, q)), 1)
+        for cls, count in self.preempted.items():
+            out[f"preempted_{cls}"] = count
+        t = np.array(self.times)
         inside = t <= self.window_end
-        t, u = t[inside], u[inside]
-        if t.size > 1:
-            out["gpu_utilization_time_avg_pct"] = round(
-                float(100 * np.sum(u[:-1] * np.diff(t)) / (t[-1] - t[0])), 2
-            )
+        for key, values in (
+            ("gpu_utilization_time_avg_pct", self.utilization),
+            ("frag_time_avg_pct", self.fragmentation),
+        ):
+            v = np.array(values)[inside] if values else np.zeros(0)
+            ti = t[inside]
+            if v.size > 1 and ti[-1] > ti[0]:
+                out[key] = round(float(100 * np.sum(v[:-1] * np.diff(ti)) / (ti[-1] - ti[0])), 2)
         return out
 
 
@@ -92,6 +105,22 @@ def offered_load(created: FloatArray, life: FloatArray, gpus: FloatArray, capaci
         return float(gpus.sum() / capacity)
     overlap = np.clip(np.minimum(created + life, last) - created, 0.0, None)
     return float((gpus * overlap).sum() / (capacity * (last - first)))
+
+
+def overload_arrivals(pods: Sequence[TracePod], capacity_milli: int, factor: float) -> list[float]:
+    """Creation times (order and relative gaps kept, the earliest 1 % clamped to the 1st
+    percentile) squeezed into a window in which the pods ask `factor` times the GPU-seconds the
+    fleet offers: sum(GPUs x lifetime) = factor x capacity x window."""
+    created = np.array([float(p.creation_time or 0) for p in pods])
+    if not created.size:
+        return []
+    first = float(np.percentile(created, 1))
+    created = np.maximum(created, first)
+    work = sum(p.total_gpu_milli * lifetime(p) for p in pods)
+    span = float(created.max()) - first
+    window = work / (factor * capacity_milli)
+    scale = window / span if span > 0 else 0.0
+    return [float(t) for t in first + (created - first) * scale]
 
 
 def arrival_times(pods: Sequence[TracePod], capacity_milli: int, load: float) -> list[float]:
@@ -125,6 +154,7 @@ class _Loop:
         pods: Sequence[TracePod],
         arrivals: Sequence[float],
         config: SchedulerConfig,
+        frag_model: FragModel,
     ) -> None:
         self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
@@ -140,7 +170,12 @@ class _Loop:
         self.runs: dict[int, _Run] = {}
         self.running: dict[str, int] = {}  # job id -> run
         self.started: dict[int, float] = {}
+        self.finished: dict[int, float] = {}
+        self.preempted = [0] * len(CLASSES)
+        self.lost_milli_s = 0.0
         self.preemptions = 0
+        self.frag = FragTracker(hub.pool, frag_model)
+        self.fragmentation: list[float] = []
         self.next_run = 0
         self.times: list[float] = []
         self.util: list[float] = []
@@ -148,7 +183,7 @@ class _Loop:
     def start(self, k: int, where: Where, now: float) -> None:
         run = self.next_run
         self.next_run += 1
-        self.runs[run] = _Run(k, where, self.hub.placement(self.jobs[k], where))
+        self.runs[run] = _Run(k, where, self.hub.placement(self.jobs[k], where), now)
         self.running[self.jobs[k].id] = run
         self.started.setdefault(k, now)
         heapq.heappush(self.events, (now + lifetime(self.pods[k]), 0, run))
@@ -179,8 +214,12 @@ class _Loop:
         for preempted in result.preempted:
             self.reserved[preempted.preemptor.id] = preempted.reservation
             for victim in preempted.victims:
-                self.pending[self.stop(self.running[victim.job.id])] = None
+                run = self.running[victim.job.id]
+                k = self.runs[run].pod
+                self.lost_milli_s += self.reqs[k].gpu_milli * (now - self.runs[run].start)
+                self.pending[self.stop(run)] = None
                 self.preemptions += 1
+                self.preempted[self.prio[k]] += 1
         return bool(result.preempted)
 
     def run(self) -> None:
@@ -192,7 +231,7 @@ class _Loop:
             while self.events and self.events[0][0] == now:
                 _, kind, ident = heapq.heappop(self.events)
                 if kind == 0 and ident in self.runs:
-                    self.stop(ident)
+                    self.finished[self.stop(ident)] = now
                     changed = True
                 elif kind == 1:
                     self.pending[ident] = None
@@ -201,7 +240,9 @@ class _Loop:
                 if not (changed and self.pending and self.cycle(now)):
                     break
             self.times.append(now)
-            self.util.append(self.pool.allocated_milli() / max(self.pool.total_milli, WHOLE))
+            total = max(self.pool.total_milli, WHOLE)
+            self.util.append(self.pool.allocated_milli() / total)
+            self.fragmentation.append(float(self.frag.current().sum()) / total)
 
 
 def run_dynamic(
@@ -211,23 +252,31 @@ def run_dynamic(
     load: float = 0.35,
     preempt: bool = True,
     clusters: int = 1,
+    overload: float | None = None,
 ) -> DynamicResult:
-    """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`."""
+    """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
+    `clusters` member clusters; with `overload`, arrivals ask that many times the fleet's
+    capacity (`overload_arrivals`) instead of the offered `load`."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
-    scorer = make_policy(policy, typical_workload(task_types(pods))).bind(
-        pool, np.random.default_rng(0)
-    )
+    workload = typical_workload(task_types(pods))
+    scorer = make_policy(policy, workload).bind(pool, np.random.default_rng(0))
     member = split_round_robin(gpu_nodes, clusters)
     hub = Hub(pool, scorer, np.array([member[n.name] for n in gpu_nodes]))
-    arrivals = arrival_times(timed, pool.total_milli, load)
+    if overload is None:
+        arrivals = arrival_times(timed, pool.total_milli, load)
+    else:
+        arrivals = overload_arrivals(timed, pool.total_milli, overload)
     config = replace(DEFAULT_CONFIG, preemption=preempt)
-    loop = _Loop(hub, timed, arrivals, config)
+    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names))
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
+    completions: dict[str, list[float]] = {c: [] for c in CLASSES}
     for k, t in loop.started.items():
         delays[CLASSES[loop.prio[k]]].append(t - arrivals[k])
+    for k, t in loop.finished.items():
+        completions[CLASSES[loop.prio[k]]].append(t - arrivals[k])
     return DynamicResult(
         policy=policy,
         delays=delays,
@@ -236,4 +285,8 @@ def run_dynamic(
         times=loop.times,
         utilization=loop.util,
         window_end=max(arrivals, default=0.0),
+        completions=completions,
+        preempted=dict(zip(CLASSES, loop.preempted, strict=True)),
+        lost_gpu_hours=loop.lost_milli_s / WHOLE / 3600,
+        fragmentation=loop.fragmentation,
     )
