@@ -40,6 +40,7 @@ PRIORITY = {"LS": 2, "Guaranteed": 1, "Burstable": 1, "BE": 0}
 CLASSES = ("low", "mid", "high")
 HEAD = 1000  # waiting pods a cycle considers, by priority then arrival (the hub reads a head too)
 PREEMPTION_ROUNDS = 4  # cycles at one instant while the core preempts
+HORIZON_S = 3 * 3600.0  # overload: arrivals span this long
 
 
 @dataclass
@@ -107,20 +108,25 @@ def offered_load(created: FloatArray, life: FloatArray, gpus: FloatArray, capaci
     return float((gpus * overlap).sum() / (capacity * (last - first)))
 
 
-def overload_arrivals(pods: Sequence[TracePod], capacity_milli: int, factor: float) -> list[float]:
-    """Creation times (order and relative gaps kept, the earliest 1 % clamped to the 1st
-    percentile) squeezed into a window in which the pods ask `factor` times the GPU-seconds the
-    fleet offers: sum(GPUs x lifetime) = factor x capacity x window."""
+def overload_arrivals(
+    pods: Sequence[TracePod], capacity_milli: int, factor: float, horizon_s: float = HORIZON_S
+) -> tuple[list[TracePod], list[float]]:
+    """The trace repeated back to back over `horizon_s`, each copy's arrivals (order and
+    relative gaps kept, the earliest 1 % clamped to the 1st percentile) squeezed into a window
+    in which the copy asks `factor` times the fleet's GPU-seconds, lifetimes counted up to the
+    horizon: sum(GPUs x min(lifetime, horizon)) = factor x capacity x window."""
     created = np.array([float(p.creation_time or 0) for p in pods])
     if not created.size:
-        return []
+        return [], []
     first = float(np.percentile(created, 1))
     created = np.maximum(created, first)
-    work = sum(p.total_gpu_milli * lifetime(p) for p in pods)
-    span = float(created.max()) - first
+    work = sum(p.total_gpu_milli * min(lifetime(p), horizon_s) for p in pods)
     window = work / (factor * capacity_milli)
-    scale = window / span if span > 0 else 0.0
-    return [float(t) for t in first + (created - first) * scale]
+    span = float(created.max()) - first
+    offsets = (created - first) * (window / span if span > 0 else 0.0)
+    copies = max(1, int(np.ceil(horizon_s / window))) if window > 0 else 1
+    arrivals = [first + c * window + float(t) for c in range(copies) for t in offsets]
+    return list(pods) * copies, arrivals
 
 
 def arrival_times(pods: Sequence[TracePod], capacity_milli: int, load: float) -> list[float]:
@@ -255,8 +261,8 @@ def run_dynamic(
     overload: float | None = None,
 ) -> DynamicResult:
     """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
-    `clusters` member clusters; with `overload`, arrivals ask that many times the fleet's
-    capacity (`overload_arrivals`) instead of the offered `load`."""
+    `clusters` member clusters; with `overload`, the trace repeated asks that many times the
+    fleet's capacity (`overload_arrivals`) instead of the offered `load`."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
@@ -267,7 +273,7 @@ def run_dynamic(
     if overload is None:
         arrivals = arrival_times(timed, pool.total_milli, load)
     else:
-        arrivals = overload_arrivals(timed, pool.total_milli, overload)
+        timed, arrivals = overload_arrivals(timed, pool.total_milli, overload)
     config = replace(DEFAULT_CONFIG, preemption=preempt)
     loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names))
     loop.run()

@@ -42,8 +42,9 @@ def test_preemption_costs_are_counted_by_class() -> None:
     assert summary["jct_p95_s_high"] == 100.0 and "frag_time_avg_pct" in summary
 
 
-def test_overload_arrivals_ask_the_factor_of_the_capacity() -> None:
+def test_overload_repeats_the_trace_at_the_factor_of_the_capacity() -> None:
     pods = [pod(f"p{k}", "LS", 1000 * k, life=100) for k in range(10)]  # 1,000 GPU-seconds
-    arrivals = overload_arrivals(pods, 1000, 2.0)  # one GPU: a window of 500 s
-    assert arrivals[0] == pytest.approx(90.0) and arrivals[-1] == pytest.approx(590.0)
-    assert arrivals == sorted(arrivals)
+    copies, arrivals = overload_arrivals(pods, 1000, 2.0, horizon_s=1000)  # one GPU: 500 s
+    assert copies == pods + pods and arrivals == sorted(arrivals)
+    assert arrivals[0] == pytest.approx(90.0) and arrivals[9] == pytest.approx(590.0)
+    assert arrivals[10] == pytest.approx(590.0) and arrivals[-1] == pytest.approx(1090.0)
