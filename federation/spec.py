@@ -21,6 +21,7 @@ from pydantic import (
 
 from federation.catalog.quantity import parse_quantity
 from federation.catalog.types import Vendor
+from federation.podtemplate import PodTemplate
 
 MAX_TASKS = 16
 MAX_REPLICAS = 1024
@@ -147,13 +148,25 @@ class Task(_Strict):
         Annotated[str, StringConstraints(max_length=4096)],
     ] = Field(default_factory=dict, max_length=64, description="pod annotations")
     resources: Resources = Resources()
+    template: PodTemplate | None = Field(
+        default=None, description="a Kubernetes pod template (instead of image/command/args/env)"
+    )
+    container: DnsLabel | None = Field(
+        default=None,
+        description="the template's container that gets resources and devices (default: first)",
+    )
 
     @model_validator(mode="after")
     def _has_image(self) -> Task:
         accel = self.resources.accelerators
         choices_with_image = accel is not None and all(c.image for c in accel.any_of)
-        if not (self.image or self.images or choices_with_image):
-            raise ValueError("give an image: `image`, `images` per vendor, or one per flavor")
+        in_template = self.template is not None and any(
+            c.image for c in self.template.spec.containers
+        )
+        if not (self.image or self.images or choices_with_image or in_template):
+            raise ValueError(
+                "give an image: `image`, `images` per vendor, one per flavor, or in `template`"
+            )
         return self
 
 

@@ -2,7 +2,8 @@
 
 Nothing is matched or rounded here: the compiled option of the chosen flavor already holds the
 image, the extended resources, the device request and the vendor's tolerations, and the
-compiled task the CPU and memory in the units the hub counts. Per replica the pod gets those,
+compiled task the pod template and the CPU and memory in the units the hub counts. Per replica
+the pod gets those,
 the job's priority class, our scheduler name, and the labels/annotations of
 `federation.wire.annotations` that fence and describe it.
 """
@@ -96,6 +97,8 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                     epoch=assignment.epoch,
                     task=task.name,
                     replica=replica,
+                    template=task.pod,
+                    container=task.container,
                     image=image,
                     labels={
                         ann.MANAGED_LABEL: "true",
@@ -106,9 +109,8 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                     },
                     annotations=pod_annotations,
                     requests=requests,
-                    command=task.command,
-                    args=task.args,
-                    env=dict(task.env),
+                    cpu_milli=task.pod_cpu_milli,
+                    memory_mib=task.pod_memory_mib,
                     tolerations=tolerations,
                     priority=assignment.priority,
                     priority_class=f"suanpan-{assignment.priority_class}",

@@ -25,7 +25,6 @@ from kubernetes_asyncio.client import (
     V1Namespace,
     V1ObjectMeta,
     V1OwnerReference,
-    V1Pod,
     VersionApi,
 )
 from prometheus_client import CollectorRegistry
@@ -253,9 +252,9 @@ class KubernetesBackend:
         owner = await self._owner(namespace, job, epoch)
         await self._each(self._create_pod(render_pod(spec, owner)) for spec in specs)
 
-    async def _create_pod(self, pod: V1Pod) -> None:
+    async def _create_pod(self, pod: dict[str, Any]) -> None:
         status, body = await self._call(
-            self._core.create_namespaced_pod, pod.metadata.namespace, pod, accept=(409,)
+            self._core.create_namespaced_pod, pod["metadata"]["namespace"], pod, accept=(409,)
         )
         if status != 409:
             self._cache.upsert_created(body)

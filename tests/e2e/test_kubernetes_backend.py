@@ -26,6 +26,7 @@ from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import KubeError, ssl_context
 from federation.catalog import load_catalog
+from federation.podtemplate import PodTemplate
 from federation.wire import annotations as ann
 from federation.wire.agent import DeviceInfo, NodeInfo
 
@@ -143,6 +144,10 @@ def spec(
         epoch=1,
         task="worker",
         replica=replica,
+        template=PodTemplate.model_validate({"spec": {"containers": [{"name": "worker"}]}}),
+        container="worker",
+        cpu_milli=1000,
+        memory_mib=1024,
         image="registry.local/train:1",
         labels={
             ann.MANAGED_LABEL: "true",

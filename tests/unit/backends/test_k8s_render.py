@@ -14,6 +14,7 @@ from cluster_agents.backends.k8s_render import (
     render_pod,
     render_priority_class,
 )
+from federation.podtemplate import PodTemplate
 from tests.compiled_jobs import assignment
 from tests.unit.backends.k8s_objects import CATALOG, JOB
 
@@ -56,7 +57,7 @@ def as_json(obj: Any) -> dict[str, Any]:
             return [clean(v) for v in value]
         return value
 
-    return clean(obj.to_dict(serialize=True))  # type: ignore[no-any-return]
+    return clean(obj if isinstance(obj, dict) else obj.to_dict(serialize=True))  # type: ignore[no-any-return]
 
 
 def test_pod_from_rendered_assignment() -> None:
@@ -99,7 +100,7 @@ def test_pod_from_rendered_assignment() -> None:
                     "image": "train:1",
                     "command": ["python"],
                     "args": ["train.py"],
-                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                    "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}],
                     "resources": {"requests": requests, "limits": requests},
                 }
             ],
@@ -154,9 +155,7 @@ def test_cpu_only_pods_require_nodes_without_accelerator_labels() -> None:
 def test_optional_fields() -> None:
     bare = replace(
         spec(),
-        command=(),
-        args=(),
-        env={},
+        template=PodTemplate.model_validate({"spec": {"containers": [{"name": "worker"}]}}),
         annotations={},
         priority_class="",
         scheduler_name="",
