@@ -18,6 +18,7 @@ from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.tenancy import SubmissionTarget
+from federation.tenant_policy import TenantPolicy, violations
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
@@ -71,6 +72,16 @@ def _compile(call: Call, manifest: JobManifest) -> CompiledJob:
         raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
 
 
+def _check_policy(policy: TenantPolicy, compiled: CompiledJob) -> None:
+    """Refuse what the tenant's policy forbids, naming each field."""
+    found = violations(policy, compiled)
+    if found:
+        raise InvalidInput(
+            f"{found[0][0]}: {found[0][1]}",
+            [FieldError(path, why, "allowed by the tenant's policy") for path, why in found],
+        )
+
+
 async def _check_runnable(
     call: Call, manifest: JobManifest, compiled: CompiledJob, queue: str, priority: int
 ) -> None:
@@ -112,6 +123,7 @@ async def submit_job(call: Call) -> Reply:
     compiled = _compile(call, manifest)
     target = await _target(call, manifest)
     assert target.queue_id is not None and target.priority is not None
+    _check_policy(TenantPolicy.model_validate(target.policy), compiled)
     await _check_runnable(
         call, manifest, compiled, f"{target.tenant}/{manifest.spec.queue}", target.priority
     )
