@@ -57,7 +57,9 @@ class PodSpec:
     requests: Mapping[str, str]  # of `container`: resource name -> quantity (limits equal)
     cpu_milli: int  # what the whole pod requests (every container, as Kubernetes counts)
     memory_mib: int
-    env: Mapping[str, str] = field(default_factory=dict)  # added to every container
+    env: Mapping[str, str] = field(default_factory=dict)  # every container's, before its own
+    hostname: str = ""  # the pod's stable hostname within `service`
+    service: str = ""  # the placement's headless Service, the pod's subdomain ("": none)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0

@@ -7,6 +7,8 @@
   account; env vars read from annotations the extender writes at bind (a `fieldRef`, resolved
   at container start), a required node affinity avoiding accelerator nodes for CPU-only pods
   ANDed into the user's, tolerations added to the user's, and the gang's scheduling gate;
+- a headless Service per placement of more than one pod (owned like the pods), the pods'
+  subdomain, so `<hostname>.<service>` resolves for rendezvous;
 - a PriorityClass per hub priority class, preemptionPolicy Never: the hub chooses victims,
   kube-scheduler must not evict anything on its own for our pods.
 """
@@ -94,11 +96,11 @@ def render_pod(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
     image and resources) and merged (labels, annotations, env, tolerations, node affinity)."""
     pod = spec.template.spec.model_dump(mode="json", exclude_none=True)
     meta = spec.template.metadata
-    env = [{"name": k, "value": v} for k, v in sorted(spec.env.items())]
+    env = [{"name": k, "value": v} for k, v in spec.env.items()]
     for container in [*pod["containers"], *pod.get("initContainers", [])]:
         _requests_are_limits(container)
         if env:
-            container["env"] = [*container.get("env", []), *env]
+            container["env"] = [*env, *container.get("env", [])]  # the user's win
         if container["name"] != spec.container:
             continue
         container["image"] = spec.image
@@ -119,6 +121,8 @@ def render_pod(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
         "tolerations": tolerations or None,
         "schedulingGates": [{"name": ann.GANG_GATE}] if spec.gated else None,
         "priorityClassName": spec.priority_class or None,
+        "hostname": spec.hostname or None,
+        "subdomain": spec.service or None,
         "enableServiceLinks": False,
     }
     if "serviceAccountName" not in pod:
@@ -140,6 +144,30 @@ def render_pod(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
 
 def _dropped_none(values: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
+
+
+def render_service(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
+    """The headless Service of a placement (`spec`: one of its pods): every pod of the placement
+    resolves as `<hostname>.<service>`, before it is ready too, so ranks can rendezvous."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": spec.service,
+            "namespace": spec.namespace,
+            "labels": {
+                ann.MANAGED_LABEL: "true",
+                ann.JOB_LABEL: spec.job,
+                ann.EPOCH_LABEL: str(spec.epoch),
+            },
+            "ownerReferences": [owner.to_dict(serialize=True)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {ann.JOB_LABEL: spec.job, ann.EPOCH_LABEL: str(spec.epoch)},
+            "publishNotReadyAddresses": True,
+        },
+    }
 
 
 def render_priority_class(name: str, value: int) -> V1PriorityClass:
