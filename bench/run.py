@@ -69,6 +69,13 @@ STUDIES = (
         " process).",
     ),
     Study(
+        "bench.api_fuzz",
+        "API fuzzing: schemathesis and hostile manifests",
+        "Aim: 0 server errors and 0 responses off the OpenAPI document (schemathesis in every"
+        " phase, stateful links, negative data; hypothesis manifests with hostile strings and"
+        " numbers).",
+    ),
+    Study(
         "bench.placement_study",
         "Placement quality on the Alibaba openb trace",
         "Authors' medians (unallocated GPU % at 100 % arrived, default trace): FGD 4.77,"

@@ -24,47 +24,29 @@ from pydantic import (
 )
 
 from federation.catalog.quantity import parse_quantity
+from federation.k8s_names import DnsLabel, Image, Labels, Text, annotation_map, qualified_name
+from federation.validation import NUL_FREE
 
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_PORT_NAME = re.compile(r"^(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?!-))*(?<!-)$")
-MAX_LABELS = 64
+_PORT_NAME = re.compile(r"(?=.*[a-z])[a-z0-9]([a-z0-9]|-(?!-))*(?<!-)")
 OWNED_PREFIX = "suanpan.io/"
 
-DnsLabel = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
 DnsSubdomain = Annotated[
     str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)
 ]
 EnvName = Annotated[
     str, StringConstraints(min_length=1, max_length=256, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 ]
-Text = Annotated[str, StringConstraints(max_length=4096)]
-Path = Annotated[str, StringConstraints(min_length=1, max_length=4096)]
+Path = Annotated[str, StringConstraints(min_length=1, max_length=4096), NUL_FREE]
 Mode = Annotated[int, Field(ge=0, le=0o777)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
 def label_key(key: str) -> str:
-    """`key` if it is a Kubernetes label (or annotation) key, else ValueError."""
-    name = key.rsplit("/", 1)[-1]
-    if len(key) > 253 or len(name) > 63 or not _LABEL_KEY.match(key):
+    """`key` if it is a Kubernetes qualified name (a label or annotation key), else ValueError."""
+    if not qualified_name(key):
         raise ValueError(f"{key!r} is not a valid Kubernetes label key")
     return key
-
-
-def _label_map(value: dict[str, str]) -> dict[str, str]:
-    if len(value) > MAX_LABELS:
-        raise ValueError(f"at most {MAX_LABELS} labels, got {len(value)}")
-    for key, val in value.items():
-        label_key(key)
-        if len(val) > 63 or not _LABEL_VALUE.match(val):
-            raise ValueError(f"label value {val!r} of {key!r} is not a valid label value")
-    return value
 
 
 def _not_owned(value: dict[str, str]) -> dict[str, str]:
@@ -74,14 +56,8 @@ def _not_owned(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-def _annotation_map(value: dict[str, str]) -> dict[str, str]:
-    for key in value:
-        label_key(key)
-    return value
-
-
 def _port_name(value: str) -> str:
-    if len(value) > 15 or not _PORT_NAME.match(value):
+    if len(value) > 15 or not _PORT_NAME.fullmatch(value):
         raise ValueError("a port name is 1-15 lowercase letters, digits and single dashes")
     return value
 
@@ -91,8 +67,10 @@ def _quantity(value: str | int) -> str:
     return str(value)
 
 
-Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
-Quantity = Annotated[str | int, AfterValidator(_quantity)]
+Quantity = Annotated[
+    Annotated[str, StringConstraints(max_length=64)] | Annotated[int, Field(ge=0)],
+    AfterValidator(_quantity),
+]
 PortName = Annotated[str, AfterValidator(_port_name)]
 
 
@@ -155,7 +133,7 @@ class EnvVar(_K8s):
     """An environment variable: a `value` or a `valueFrom`."""
 
     name: EnvName
-    value: Annotated[str, StringConstraints(max_length=32768)] | None = None
+    value: Annotated[str, StringConstraints(max_length=32768), NUL_FREE] | None = None
     value_from: EnvVarSource | None = Field(default=None, alias="valueFrom")
 
     @model_validator(mode="after")
@@ -252,7 +230,7 @@ class Container(_K8s):
     """A container (in `initContainers`, `restartPolicy: Always` makes it a sidecar)."""
 
     name: DnsLabel
-    image: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = None
+    image: Image | None = None
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = Field(
         default=None, alias="imagePullPolicy"
     )
@@ -557,7 +535,7 @@ class TemplateMetadata(_K8s):
     """Labels and annotations of the pods (keys under `suanpan.io/` are Suanpan's)."""
 
     labels: Annotated[Labels, AfterValidator(_not_owned)] = Field(default_factory=dict)
-    annotations: Annotated[dict[str, Text], AfterValidator(_annotation_map)] = Field(
+    annotations: Annotated[dict[str, Text], AfterValidator(annotation_map)] = Field(
         default_factory=dict, max_length=64
     )
 

@@ -7,7 +7,6 @@ matched against the catalog; images may be given per vendor.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -21,35 +20,19 @@ from pydantic import (
 
 from federation.catalog.quantity import parse_quantity
 from federation.catalog.types import Vendor
+from federation.k8s_names import (
+    DnsLabel,
+    Image,
+    Labels,
+    Text,
+    annotation_map,
+)
 from federation.podtemplate import PodTemplate
+from federation.validation import NUL_FREE
 
 MAX_TASKS = 16
 MAX_REPLICAS = 1024
 MAX_FLAVOR_CHOICES = 16
-MAX_LABELS = 64
-
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-DnsLabel = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
-
-
-def _label_map(value: dict[str, str]) -> dict[str, str]:
-    if len(value) > MAX_LABELS:
-        raise ValueError(f"at most {MAX_LABELS} labels, got {len(value)}")
-    for key, val in value.items():
-        name = key.rsplit("/", 1)[-1]
-        if len(key) > 253 or len(name) > 63 or not _LABEL_KEY.match(key):
-            raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if len(val) > 63 or not _LABEL_VALUE.match(val):
-            raise ValueError(f"label value {val!r} of {key!r} is not a valid label value")
-    return value
-
-
-Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
 
 
 def _cpu(value: str | int) -> str:
@@ -66,8 +49,9 @@ def _memory(value: str | int) -> str:
     return str(value)
 
 
-CpuQuantity = Annotated[str | int, AfterValidator(_cpu)]
-MemoryQuantity = Annotated[str | int, AfterValidator(_memory)]
+_Quantity = Annotated[str, StringConstraints(max_length=64)] | Annotated[int, Field(ge=0)]
+CpuQuantity = Annotated[_Quantity, AfterValidator(_cpu)]
+MemoryQuantity = Annotated[_Quantity, AfterValidator(_memory)]
 
 
 class _Strict(BaseModel):
@@ -83,7 +67,7 @@ class FlavorChoice(_Strict):
         pattern=r"^[a-z0-9-]+/[A-Za-z0-9.*_+-]+$",
         description='Catalog flavor or pattern: "huawei/Ascend910B3", "nvidia/H100*", "metax/*"',
     )
-    image: str | None = Field(default=None, max_length=512, description="image for this flavor")
+    image: Image | None = Field(default=None, description="image for this flavor")
     count: int | None = Field(
         default=None, ge=1, le=64, description="devices per replica on this flavor"
     )
@@ -129,23 +113,19 @@ class Task(_Strict):
 
     name: DnsLabel
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
-    image: str | None = Field(default=None, max_length=512)
-    images: dict[Vendor, Annotated[str, StringConstraints(max_length=512)]] = Field(
+    image: Image | None = None
+    images: dict[Vendor, Image] = Field(
         default_factory=dict, description="image per accelerator vendor"
     )
-    command: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
-        default_factory=list, max_length=64
-    )
-    args: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
-        default_factory=list, max_length=256
-    )
+    command: list[Text] = Field(default_factory=list, max_length=64)
+    args: list[Text] = Field(default_factory=list, max_length=256)
     env: dict[
         Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
-        Annotated[str, StringConstraints(max_length=32768)],
+        Annotated[str, StringConstraints(max_length=32768), NUL_FREE],
     ] = Field(default_factory=dict, max_length=128)
-    annotations: dict[
-        Annotated[str, StringConstraints(max_length=253)],
-        Annotated[str, StringConstraints(max_length=4096)],
+    annotations: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=317)], Text],
+        AfterValidator(annotation_map),
     ] = Field(default_factory=dict, max_length=64, description="pod annotations")
     resources: Resources = Resources()
     template: PodTemplate | None = Field(

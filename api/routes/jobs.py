@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 
 from api.auth import tenant_scope
 from api.context import ctx
-from api.registry import WRITERS, Call, Reply
+from api.registry import HEADER_PATTERN, WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, job_out, parse_id
 from api.schemas import ClusterReason, EventList, EventQuery, Explanation, JobList, JobOut, JobQuery
@@ -21,6 +22,7 @@ from federation.store.tenancy import SubmissionTarget
 from federation.tenant_policy import TenantPolicy, violations
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
 
 
 async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
@@ -113,10 +115,16 @@ async def submit_job(call: Call) -> Reply:
     """Queue a job; with `Idempotency-Key`, a retry returns the first job (200)."""
     manifest = call.body_as(JobManifest)
     key = call.request.headers.get(IDEMPOTENCY_HEADER)
-    if key is not None and not 1 <= len(key) <= 128:
+    if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
         raise InvalidInput(
-            f"{IDEMPOTENCY_HEADER} must be 1 to 128 characters",
-            [FieldError(f"header.{IDEMPOTENCY_HEADER}", "bad length", "1..128 characters")],
+            f"{IDEMPOTENCY_HEADER} must be 1 to 128 printable ASCII characters",
+            [
+                FieldError(
+                    f"header.{IDEMPOTENCY_HEADER}",
+                    "must be 1 to 128 printable ASCII characters, no space",
+                    f"matches {HEADER_PATTERN}",
+                )
+            ],
         )
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
@@ -163,7 +171,15 @@ async def get_job(call: Call) -> Reply:
     return Reply(200, job_out(job))
 
 
-@API.op("GET", "/v1/jobs", summary="List jobs", tag="jobs", query=JobQuery, response=JobList)
+@API.op(
+    "GET",
+    "/v1/jobs",
+    summary="List jobs",
+    tag="jobs",
+    query=JobQuery,
+    response=JobList,
+    errors=(404,),
+)
 async def list_jobs(call: Call) -> Reply:
     """Jobs newest first, filtered, with cursor pagination."""
     q = call.query_as(JobQuery)

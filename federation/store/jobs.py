@@ -16,11 +16,12 @@ from sqlalchemy.dialects.postgresql import JSONB, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from federation.errors import Conflict, InvalidInput, NotFound
+from federation.errors import Conflict, FieldError, InvalidInput, NotFound
 from federation.store.lifecycle import may_move, move_job, release_placements
 from federation.store.listener import JOBS
 from federation.store.records import Event, Job
 from federation.store.tables import clusters, events, jobs, queues, tenants
+from federation.validation import INT64_MAX
 
 MAX_PAGE = 500
 
@@ -165,11 +166,13 @@ def decode_cursor(cursor: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         prefix, value = raw.split(":", 1)
-        if prefix != "s":
+        if prefix != "s" or not (value.isascii() and value.isdigit()) or int(value) > INT64_MAX:
             raise ValueError(prefix)
         return int(value)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("malformed cursor", []) from exc
+        raise InvalidInput(
+            "malformed cursor", [FieldError("query.cursor", "not a cursor this hub issued")]
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -232,11 +235,18 @@ async def transition(
 
 async def cancel(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None) -> Job:
     """Cancel a job and release its placement; cancelling a cancelled job changes nothing."""
-    job = await get(conn, job_id, tenant_id)
-    if job.state == "Cancelled":
-        return job
-    if not may_move(job.state, "Cancelled"):
-        raise Conflict(f"job already {job.state}; nothing to cancel", state=job.state)
+    # lock the row before reading its state: concurrent cancels queue here, and all but the
+    # first find it Cancelled (else they would all pass the check and race the transition)
+    locked = sa.select(jobs.c.state).where(jobs.c.id == job_id).with_for_update()
+    if tenant_id is not None:
+        locked = locked.where(jobs.c.tenant_id == tenant_id)
+    state = await conn.scalar(locked)
+    if state is None:
+        raise NotFound("job", str(job_id))
+    if state == "Cancelled":
+        return await get(conn, job_id)
+    if not may_move(state, "Cancelled"):
+        raise Conflict(f"job already {state}; nothing to cancel", state=state)
     await release_placements(conn, job_id)
     return await transition(conn, job_id, "Cancelled", reason="Cancelled", tenant_id=tenant_id)
 
