@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from federation.catalog.quantity import parse_quantity
-from federation.podtemplate import Container, PodTemplate
+from federation.podtemplate import Container, PodTemplate, effective_request
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import (
     AcceleratorRequest,
@@ -99,14 +99,10 @@ def pod_amount(
     def amount(c: Container) -> int:
         return main_amount if c.name == main else _limit(c, resource, unit)
 
-    sidecars = 0
-    init_peak = 0
-    for c in pod.spec.init_containers or []:
-        if c.restart_policy == "Always":
-            sidecars += amount(c)
-        else:
-            init_peak = max(init_peak, sidecars + amount(c))
-    return max(init_peak, sidecars + sum(amount(c) for c in pod.spec.containers))
+    return effective_request(
+        map(amount, pod.spec.containers),
+        ((amount(c), c.restart_policy == "Always") for c in pod.spec.init_containers or []),
+    )
 
 
 class CompiledTask(_Compiled):

@@ -12,6 +12,7 @@ dumped by alias they are the Kubernetes JSON.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -72,6 +73,19 @@ Quantity = Annotated[
     AfterValidator(_quantity),
 ]
 PortName = Annotated[str, AfterValidator(_port_name)]
+
+
+def effective_request(containers: Iterable[int], init: Iterable[tuple[int, bool]]) -> int:
+    """A pod's request of one resource by Kubernetes' rule: its containers and its sidecars
+    (`init` entries flagged True: `restartPolicy: Always`) together, or, if larger, an init
+    container with the sidecars started before it."""
+    sidecars = peak = 0
+    for amount, sidecar in init:
+        if sidecar:
+            sidecars += amount
+        else:
+            peak = max(peak, sidecars + amount)
+    return max(peak, sidecars + sum(containers))
 
 
 class _K8s(BaseModel):

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from cluster_agents.agent.render import render
 from cluster_agents.backends.k8s_render import owner_reference, render_pod
+from cluster_agents.kube.pods import pod_info
 from federation.catalog import load_catalog
 from federation.compiler import CompileError
 from federation.spec import JobManifest
@@ -166,6 +167,10 @@ def test_the_hub_counts_the_whole_pod_as_kubernetes_does() -> None:
     assert compiled(CATALOG, [big_init]).tasks[0].pod_cpu_milli == 20000
     (core,) = compiled(CATALOG, [_task()]).core_tasks()
     assert core.cpu_milli == 9500
+    for form in (_task(), big_init):  # the agent's inventory and the extender count the same
+        info = pod_info(CATALOG, _pod(form))
+        task = compiled(CATALOG, [form]).tasks[0]
+        assert (info.cpu_milli, info.memory_mib) == (task.pod_cpu_milli, task.pod_memory_mib)
 
 
 def test_the_short_form_is_sugar_for_a_one_container_template() -> None:
