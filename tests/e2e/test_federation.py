@@ -472,3 +472,20 @@ async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world
 
         await wait_for("the EndpointSlice listing both pods", listed_both, 30)
     await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+
+
+async def test_a_failed_replica_shows_its_reason_and_exit_code_in_the_jobs_events(
+    world: World,
+) -> None:
+    failing = task("w", None, run_s=1)
+    failing["annotations"] |= {ann.FAIL_REASON: "Error", "suanpan.io/exit-code": "3"}
+    job = await world.submit(manifest("exits", failing))
+    said: list[str] = []
+
+    async def told() -> bool:
+        events = await world.fleet.call("GET", f"/v1/jobs/{job['id']}/events", world.token)
+        said[:] = [f"{e['reason']}: {e['message']}" for e in events["items"]]
+        return any(s.startswith("Error: ") and "container w: exit code 3" in s for s in said)
+
+    await wait_for("the failure's reason and exit code in the events", told, 60)
+    await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
