@@ -38,6 +38,7 @@ EXCLUDED_CHECKS = "positive_data_acceptance"
 # tenant's name with a queue's path parameter and reports the missing queue as a failure
 CONFIG = '[phases.stateful.inference]\nalgorithms = ["location-headers"]\n'
 EXAMPLES = 200  # per operation, in the long pass
+REQUEST_TIMEOUT_S = 75  # above the longest long-poll an agent may ask for (wait <= 60 s)
 MANIFESTS = 5000
 
 
@@ -161,6 +162,8 @@ def schemathesis(
                 str(seed_value),
                 "--workers",
                 "2",
+                "--request-timeout",
+                str(REQUEST_TIMEOUT_S),
                 "--report-json-path",
                 str(report),
             ],
