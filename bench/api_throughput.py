@@ -107,7 +107,7 @@ BATCHES = 10
 
 
 async def _batches(url: str, token: str) -> Figure:
-    """Jobs/s through `POST /v1/jobs/batch`: BATCHES requests of BATCH jobs, two at a time."""
+    """Jobs/s through `POST /v1/job-batches`: BATCHES requests of BATCH jobs, two at a time."""
     headers = {"Authorization": f"Bearer {token}"}
     done = 0
 
@@ -117,7 +117,7 @@ async def _batches(url: str, token: str) -> Figure:
             {"idempotencyKey": f"sweep-{start + i}", "manifest": _manifest(start + i)}
             for i in range(BATCH)
         ]
-        async with session.post(url + "/v1/jobs/batch", json={"items": items}) as resp:
+        async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:
             body = await resp.json()
         done += sum(o["status"] == 201 for o in body["items"])
 

@@ -1,4 +1,4 @@
-"""`POST /v1/jobs/batch`: each item accepted or refused on its own, idempotent per key, and
+"""`POST /v1/job-batches`: each item accepted or refused on its own, idempotent per key, and
 exactly the accepted ones stored."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ async def test_each_item_stands_alone_and_only_accepted_ones_are_stored(hub: Hub
         {"manifest": {"kind": "Job"}},
         _item("c"),
     ]
-    status, result = await hub.call("POST", "/v1/jobs/batch", user, json={"items": items})
+    status, result = await hub.call("POST", "/v1/job-batches", user, json={"items": items})
     assert status == 200
     statuses = [o["status"] for o in result["items"]]
     assert statuses == [201, 422, 201, 422, 422, 422, 201]
@@ -68,9 +68,9 @@ async def test_each_item_stands_alone_and_only_accepted_ones_are_stored(hub: Hub
 async def test_keys_make_items_idempotent_across_and_within_batches(hub: Hub) -> None:
     user = await hub.tenant_with_queue("acme")
     first = [_item("a", "k-a"), _item("b", "k-b")]
-    _, one = await hub.call("POST", "/v1/jobs/batch", user, json={"items": first})
+    _, one = await hub.call("POST", "/v1/job-batches", user, json={"items": first})
     again = [_item("a", "k-a"), _item("changed", "k-b"), _item("d", "k-d"), _item("d", "k-d")]
-    _, two = await hub.call("POST", "/v1/jobs/batch", user, json={"items": again})
+    _, two = await hub.call("POST", "/v1/job-batches", user, json={"items": again})
     assert [o["status"] for o in two["items"]] == [200, 409, 201, 200]
     assert two["items"][0]["job"]["id"] == one["items"][0]["job"]["id"]
     assert two["items"][1]["problem"]["job"] == one["items"][1]["job"]["id"]
@@ -82,7 +82,7 @@ async def test_concurrent_identical_batches_store_each_job_once(hub: Hub) -> Non
     user = await hub.tenant_with_queue("acme")
     items = [_item(f"j{i}", f"key-{i}") for i in range(50)]
     replies = await asyncio.gather(
-        *(hub.call("POST", "/v1/jobs/batch", user, json={"items": items}) for _ in range(5))
+        *(hub.call("POST", "/v1/job-batches", user, json={"items": items}) for _ in range(5))
     )
     ids = {tuple(o["job"]["id"] for o in r["items"]) for _, r in replies}
     assert len(ids) == 1  # every batch answered with the same 50 jobs
@@ -105,7 +105,7 @@ async def test_a_batch_itself_must_be_well_formed(hub: Hub) -> None:
         ),
         ({"items": [{"manifest": job_manifest("a"), "extra": 1}]}, "items[0].extra"),
     ):
-        status, problem = await hub.call("POST", "/v1/jobs/batch", user, json=body)
+        status, problem = await hub.call("POST", "/v1/job-batches", user, json=body)
         assert status == 422, body
         assert problem["errors"][0]["path"] == path
     assert await _stored(hub, user) == []
