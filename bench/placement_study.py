@@ -22,7 +22,7 @@ import numpy as np
 
 from bench.plots import allocation_vs_arrival, unallocated_bars, utilization_over_time
 from bench.results import Figure, write_figure
-from federation.scheduling.placement import POLICY_NAMES
+from federation.nodeplacement import POLICY_NAMES
 from federation.simulation.cli import NODES_FILE, openb_dir
 from federation.simulation.dynamic import DynamicResult, run_dynamic
 from federation.simulation.expected import load_medians

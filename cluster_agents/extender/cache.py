@@ -25,9 +25,9 @@ from cluster_agents.kube.occupancy import (
 )
 from cluster_agents.kube.pods import Demand, PodInfo, pod_info
 from federation.catalog import Catalog
+from federation.nodeplacement import PodRequest
 from federation.scheduling import devices
 from federation.scheduling.devices import DeviceRequest, Fit, FitCode
-from federation.scheduling.placement import PodRequest
 
 
 @dataclass(frozen=True, slots=True)

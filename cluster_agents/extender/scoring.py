@@ -1,6 +1,6 @@
 """Prioritize: score nodes 0-10 with a placement policy over a pool mirrored from the cache.
 
-The pool (`federation.scheduling.placement.Pool`, one row per node and model) lives as long as
+The pool (`federation.nodeplacement.Pool`, one row per node and model) lives as long as
 the node layout does. Before each call the rows of nodes changed since the last one (the
 cache's change journal) are re-synced to the cache's occupancy by removing and placing only
 what differs (`Pool.place` goes through `devices.allocate`, so the pool never drifts from the
@@ -24,8 +24,7 @@ from cluster_agents.extender.cache import Cache
 from cluster_agents.kube.occupancy import NodeInventory, Placed
 from cluster_agents.kube.pods import Demand
 from federation.catalog import Catalog, ResolvedDevices
-from federation.scheduling.devices import NodeDevices, Preference
-from federation.scheduling.placement import (
+from federation.nodeplacement import (
     BestFitPolicy,
     NodeScores,
     PodRequest,
@@ -39,7 +38,8 @@ from federation.scheduling.placement import (
     task_type,
     typical_workload,
 )
-from federation.scheduling.placement.pool import BoolArray
+from federation.nodeplacement.pool import BoolArray
+from federation.scheduling.devices import NodeDevices, Preference
 
 POLICIES = ("suanpan", "fgd", "binpack", "spread")
 MAX_PRIORITY = 10  # kube-scheduler's MaxExtenderPriority

@@ -41,9 +41,9 @@ from federation.catalog import (
     parse_quantity,
     resolve_node,
 )
+from federation.nodeplacement import PodRequest
 from federation.scheduling import devices
 from federation.scheduling.devices import DeviceRequest, NodeDevices
-from federation.scheduling.placement import PodRequest
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left, insort
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from typing import Any
 from federation.scheduling.devices import WHOLE, DeviceConflict, DeviceRequest, NodeDevices
 from federation.scheduling.devices import allocate as allocate_devices
 from federation.scheduling.devices import release as release_devices
-from federation.scheduling.model import Cluster, Node, Placement, Snapshot
+from federation.scheduling.model import Cluster, FlavorOption, Node, Placement, Snapshot
 from federation.scheduling.quota import QuotaLedger, demand
 
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -54,6 +55,18 @@ class NodeState:
         self.pods_free = node.pods - node.used_pods
         self.devices: dict[str, NodeDevices] = {d.model: d for d in node.devices}
         self.hard_taints = frozenset(t.key for t in node.taints if t.effect in HARD_TAINT_EFFECTS)
+
+    def copy(self) -> NodeState:
+        """An independent copy (the node and its device values are immutable, shared)."""
+        other = NodeState.__new__(NodeState)
+        other.index, other.node, other.hard_taints = self.index, self.node, self.hard_taints
+        other.cpu_free, other.memory_free, other.pods_free = (
+            self.cpu_free,
+            self.memory_free,
+            self.pods_free,
+        )
+        other.devices = dict(self.devices)
+        return other
 
     def tolerates(self, tolerations: frozenset[str]) -> bool:
         """Whether work tolerating `tolerations` may run here."""
@@ -88,6 +101,15 @@ class FlavorIndex:
         if any(0 < used < WHOLE for used in devices.used_milli):
             insort(self.partial, node)
 
+    def copy(self) -> FlavorIndex:
+        """An independent copy."""
+        other = FlavorIndex()
+        other.nodes, other.total, other.free = self.nodes, self.total, self.free
+        other.used_milli = self.used_milli
+        other.buckets = [list(b) for b in self.buckets]
+        other.partial = list(self.partial)
+        return other
+
     def leave(self, node: int, devices: NodeDevices) -> None:
         """Remove `devices` of `node` from the summaries."""
         free = devices.free_count()
@@ -121,6 +143,7 @@ class ClusterState:
         self.name = cluster.name
         self.order = order  # position in the snapshot: the final tie-break
         self.nodes = [NodeState(i, node) for i, node in enumerate(cluster.nodes)]
+        self.owned: set[int] = set(range(len(self.nodes)))  # node states no clone shares
         self.node_index = {node.name: i for i, node in enumerate(cluster.nodes)}
         self.ready_nodes = [n.index for n in self.nodes if n.node.ready]
         self.cpu_nodes = [i for i in self.ready_nodes if not self.nodes[i].node.devices]
@@ -142,9 +165,79 @@ class ClusterState:
         self.fit_cache: dict[Hashable, Any] = {}  # keys carry the flavor versions they rely on
         self.static_cache: dict[Hashable, Any] = {}  # facts that usage does not change
 
+    @classmethod
+    def build(cls, cluster: Cluster, order: int, versions: Iterator[int]) -> ClusterState:
+        """The state of `cluster`, derived from the last one built for its name when only the
+        usage of some nodes differs (a copy plus those nodes), else built from scratch."""
+        base = _BASES.get(cluster.name)
+        if base is not None and base.cluster is cluster:
+            return base.clone(order, versions)
+        if base is None or not base.same_static(cluster):
+            state = cls(cluster, order, versions)
+        else:
+            state = base.clone(order, versions)
+            state.follow(cluster)
+        if len(_BASES) >= BASES_LIMIT and cluster.name not in _BASES:
+            _BASES.pop(next(iter(_BASES)))
+        state.owned = set()  # from now on shared with the clones made from it
+        _BASES[cluster.name] = state
+        return state.clone(order, versions)
+
+    def clone(self, order: int, versions: Iterator[int]) -> ClusterState:
+        """A fresh copy of this state for a new cycle: usage, static facts and their cache, no
+        usage-dependent caches, new versions."""
+        other = ClusterState.__new__(ClusterState)
+        other.cluster, other.name, other.order = self.cluster, self.name, order
+        other.nodes = list(self.nodes)  # node states are copied before their first change
+        other.owned = set()
+        other.node_index, other.ready_nodes, other.cpu_nodes = (
+            self.node_index,
+            self.ready_nodes,
+            self.cpu_nodes,
+        )
+        other.cpu_total, other.cpu_free = self.cpu_total, self.cpu_free
+        other.flavors = {m: f.copy() for m, f in self.flavors.items()}
+        other._versions = versions
+        other.version = next(versions)
+        other.flavor_versions = dict.fromkeys(self.flavor_versions, other.version)
+        other.cache, other.fit_cache = {}, {}
+        other.static_cache = self.static_cache  # shared: the static facts are the same
+        return other
+
+    def same_static(self, cluster: Cluster) -> bool:
+        """Whether `cluster` differs from this state's cluster in node usage at most."""
+        old = self.cluster.nodes
+        return len(old) == len(cluster.nodes) and all(
+            a is b or _static(a) == _static(b) for a, b in zip(old, cluster.nodes, strict=True)
+        )
+
+    def follow(self, cluster: Cluster) -> None:
+        """Take the usage of `cluster`'s nodes (same static facts, `same_static`)."""
+        for n, node in zip(self.nodes, cluster.nodes, strict=True):
+            if n.node is node:
+                continue
+            fresh = NodeState(n.index, node)
+            if node.ready:
+                self.cpu_free += fresh.cpu_free - n.cpu_free
+                for model, devices in n.devices.items():
+                    self.flavors[model].leave(n.index, devices)
+                for model, devices in fresh.devices.items():
+                    self.flavors[model].enter(n.index, devices)
+            self.nodes[n.index] = fresh
+            self.owned.add(n.index)
+        self.cluster = cluster
+
+    def _own(self, i: int) -> NodeState:
+        """Node `i`'s state, copied first if it is still shared with another cluster state."""
+        n = self.nodes[i]
+        if i not in self.owned:
+            n = self.nodes[i] = n.copy()
+            self.owned.add(i)
+        return n
+
     def take(self, usage: Usage) -> None:
         """Apply one replica's usage; raises `DeviceConflict` (changing nothing) if not free."""
-        n = self.nodes[usage.node]
+        n = self._own(usage.node)
         if usage.request is not None:
             before = n.devices[usage.model]
             after = allocate_devices(before, usage.request, usage.devices)
@@ -158,7 +251,7 @@ class ClusterState:
 
     def give(self, usage: Usage) -> None:
         """Undo `take(usage)` exactly; raises `DeviceConflict` (changing nothing) if not held."""
-        n = self.nodes[usage.node]
+        n = self._own(usage.node)
         if usage.request is not None:
             before = n.devices[usage.model]
             after = release_devices(before, usage.request, usage.devices)
@@ -221,13 +314,34 @@ class ClusterState:
         )
 
 
+def _static(node: Node) -> tuple[Hashable, ...]:
+    """What a node is, apart from its usage."""
+    return (
+        node.name,
+        node.cpu_milli,
+        node.memory_mib,
+        node.pods,
+        node.taints,
+        node.ready,
+        tuple((d.model, d.memory_mib, d.healthy, d.topology, d.sharing) for d in node.devices),
+    )
+
+
+def _options(placement: Placement) -> tuple[FlavorOption | None, ...]:
+    return tuple(placement.option(t) for t in range(len(placement.job.tasks)))
+
+
+BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
+_BASES: dict[str, ClusterState] = {}  # by cluster name: pristine state of the last snapshot
+
+
 class State:
     """Working state of one cycle: clusters, quota usage, placements; changes can be trials."""
 
     def __init__(self, snapshot: Snapshot) -> None:
         versions = itertools.count()
         self.clusters = {
-            c.name: ClusterState(c, i, versions) for i, c in enumerate(snapshot.clusters)
+            c.name: ClusterState.build(c, i, versions) for i, c in enumerate(snapshot.clusters)
         }
         self.quota = QuotaLedger(snapshot.queues)
         self.placements: dict[str, Placement] = {}
@@ -242,8 +356,7 @@ class State:
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
-        for placement in snapshot.placements:
-            self._account(placement, 1)
+        self._account_running(snapshot.placements)
         for reservation in snapshot.reservations:
             self.hold(reservation)
 
@@ -353,9 +466,40 @@ class State:
 
     # --- helpers ---------------------------------------------------------------------------
 
+    def _account_running(self, placements: Iterable[Placement]) -> None:
+        """`_account(p, 1)` for every placement, in bulk: one quota charge per queue, tasks
+        object and flavors (a shell sharing one `tasks` tuple among jobs of one shape pays
+        once), one count per cluster and queue, per cluster and priority."""
+        shapes: dict[tuple[str, int, tuple[str, ...]], tuple[Placement, int]] = {}
+        where: Counter[tuple[str, str]] = Counter()
+        preemptible: Counter[tuple[str, int]] = Counter()
+        for placement in placements:  # all alive while this runs: an id names one object
+            job, cluster = placement.job, placement.cluster
+            key = (job.queue, id(job.tasks), placement.flavors)
+            first, count = shapes.get(key, (placement, 0))
+            shapes[key] = (first, count + 1)
+            self.placements[job.id] = placement
+            self.by_cluster.setdefault(cluster, {})[job.id] = placement
+            self.by_queue.setdefault(job.queue, {})[job.id] = placement
+            for flavor in placement.flavors:
+                if flavor:
+                    self.by_flavor.setdefault((cluster, flavor), {})[job.id] = placement
+            where[cluster, job.queue] += 1
+            if job.preemptible:
+                preemptible[cluster, job.priority] += 1
+        for (queue, _, _), (placement, count) in shapes.items():
+            amounts = demand(placement.job, _options(placement))
+            self.quota.charge(queue, {r: count * a for r, a in amounts.items()})
+        for (cluster, priority), count in preemptible.items():
+            counts = self.preemptible.setdefault(cluster, {})
+            counts[priority] = counts.get(priority, 0) + count
+        for (cluster, queue), count in where.items():
+            presence = self.presence.setdefault(cluster, {})
+            for name in (f"queue:{queue}", f"tenant:{self.tenant(queue)}"):
+                presence[name] = presence.get(name, 0) + count
+
     def _account(self, placement: Placement, sign: int) -> None:
-        options = tuple(placement.option(t) for t in range(len(placement.job.tasks)))
-        self.quota.charge(placement.job.queue, demand(placement.job, options), sign)
+        self.quota.charge(placement.job.queue, demand(placement.job, _options(placement)), sign)
         job = placement.job
         indexes = [
             self.placements,

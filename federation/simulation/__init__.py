@@ -1,8 +1,9 @@
 """Trace simulator: the openb loader, the FGD paper's protocol, replays and their metrics."""
 
 from federation.simulation.dynamic import DynamicResult, run_dynamic
+from federation.simulation.hub import Hub, split_round_robin
 from federation.simulation.metrics import Curves, Trajectory, discretize
-from federation.simulation.multicluster import TwoLevelPlacer, split_round_robin
+from federation.simulation.multicluster import TwoLevelPlacer
 from federation.simulation.protocol import PAPER_SEEDS, TUNE_RATIO, tune_workload
 from federation.simulation.replay import Placement, Placer, ReplayOutcome, replay
 from federation.simulation.study import SeedRun, run_seed
@@ -13,6 +14,7 @@ __all__ = [
     "TUNE_RATIO",
     "Curves",
     "DynamicResult",
+    "Hub",
     "Placement",
     "Placer",
     "ReplayOutcome",

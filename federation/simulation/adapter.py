@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from federation.catalog.types import SharingRule, TopologyRule
+from federation.nodeplacement import PodRequest, PoolNode, TaskType, task_type
 from federation.scheduling.devices import DeviceRequest, NodeDevices
-from federation.scheduling.placement import PodRequest, PoolNode, TaskType, task_type
 from federation.simulation.trace import TraceNode, TracePod
 
 NOMINAL_GIB = {"V100M32": 32, "A10": 24}  # others (P100, T4, V100M16, G1-G3): 16

@@ -1,7 +1,7 @@
 """`sim openb ...`: replay the openb trace under a placement policy and print the paper's metrics.
 
     sim openb [--nodes FILE] [--pods FILE] [--policy NAME] [--seeds 42-51] [--clusters K]
-              [--workers N] [--json] [--dynamic]
+              [--workers N] [--json] [--dynamic [--overload X] [--no-preemption]]
 
 Default files come from `$SUANPAN_OPENB_DIR`, else `../shared/data/openb` next to the repo.
 """
@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from federation.scheduling.placement import DEFAULT_POLICY, POLICY_NAMES
+from federation.nodeplacement import DEFAULT_POLICY, POLICY_NAMES
 from federation.simulation.dynamic import run_dynamic
 from federation.simulation.study import SeedRun, run_seed
 from federation.simulation.trace import load_nodes, load_pods
@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     openb.add_argument("--workers", type=int, default=2, help="processes across seeds")
     openb.add_argument("--json", action="store_true", help="print one JSON object")
     openb.add_argument("--dynamic", action="store_true", help="replay arrival/deletion times")
+    openb.add_argument(
+        "--overload", type=float, help="dynamic: arrivals ask this many times the capacity"
+    )
+    openb.add_argument("--no-preemption", action="store_true", help="dynamic: never preempt")
     return parser
 
 
@@ -117,7 +121,15 @@ def main(argv: Sequence[str]) -> int:
     }
     if args.dynamic:
         result["seeds"] = []
-        result.update(run_dynamic(load_nodes(nodes), load_pods(pods), args.policy).summary())
+        run = run_dynamic(
+            load_nodes(nodes),
+            load_pods(pods),
+            args.policy,
+            preempt=not args.no_preemption,
+            clusters=args.clusters,
+            overload=args.overload,
+        )
+        result.update(run.summary())
     else:
         jobs = [(nodes, pods, args.policy, s, args.clusters) for s in args.seeds]
         if args.workers > 1 and len(jobs) > 1:

@@ -1,13 +1,15 @@
 """Dynamic replay: the trace's own arrival and deletion times, priorities and preemption.
 
-A simple discrete-event loop (no sampling, one run): a pod arrives at `creation_time`, waits in
-a queue ordered by priority then arrival, runs for its trace lifetime (`deletion_time` minus
-`scheduled_time`, or minus `creation_time` if it never started; at least 1 s) once placed, and
-then leaves. `qos` maps to priority classes: LS high, Burstable/Guaranteed mid, BE low; only low
-pods are preemptible. When a high or mid pod fits nowhere, the loop looks for the node where
-evicting the fewest low pods (then the least device capacity) makes it fit, evicts them (they
-go back to the queue with their original arrival time and restart from scratch) and places the
-pod there. The queue is retried whenever capacity is freed; a new arrival is tried at once.
+A discrete-event loop around the simulated hub (`hub.Hub`): a pod arrives at `creation_time`,
+runs for its trace lifetime (`deletion_time` minus `scheduled_time`, or minus `creation_time` if
+it never started; at least 1 s) once placed, and then leaves. `qos` maps to priority classes: LS
+high, Burstable/Guaranteed mid, BE low; only low pods are preemptible. Whenever pods arrive or
+leave, the real core (`schedule()`, the hub's default configuration, preemption on or off)
+runs over the head of the queue (`HEAD` pods by priority then arrival, as the hub reads a head)
+with the running pods as placements and the preemptors' reservations; the node policy then
+binds each placed pod inside its cluster. Victims leave at once and go back to the queue with
+their original arrival time (restarting from scratch); the core runs again at the same instant
+so that the preemptor takes its reservation.
 
 The trace's own pace leaves the cluster almost idle (it offers 0.2 % of the GPU-seconds its 149
 days hold; a few very long pods carry most of the work and most pods live minutes), so arrival
@@ -21,33 +23,38 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from federation.nodeplacement import FragModel, FragTracker, Pool, make_policy, typical_workload
+from federation.nodeplacement.pool import FloatArray
+from federation.scheduling import DEFAULT_CONFIG, Placement, SchedulerConfig
 from federation.scheduling.devices import WHOLE
-from federation.scheduling.placement import PodRequest, Pool, make_policy, typical_workload
-from federation.scheduling.placement.pool import FloatArray
 from federation.simulation.adapter import pod_request, pool_node, task_types
-from federation.simulation.replay import Placer
+from federation.simulation.hub import Hub, PodJob, Where, split_round_robin
 from federation.simulation.trace import TraceNode, TracePod
 
 PRIORITY = {"LS": 2, "Guaranteed": 1, "Burstable": 1, "BE": 0}
 CLASSES = ("low", "mid", "high")
-VICTIM_NODES = 8  # candidate nodes examined per preemption attempt
+HEAD = 1000  # waiting pods a cycle considers, by priority then arrival (the hub reads a head too)
+PREEMPTION_ROUNDS = 4  # cycles at one instant while the core preempts
+HORIZON_S = 3 * 3600.0  # overload: arrivals span this long
 
 
 @dataclass
 class _Run:
     pod: int
-    node: int
-    devices: tuple[int, ...]
+    where: Where
+    placement: Placement
+    start: float
 
 
 @dataclass
 class DynamicResult:
-    """Queueing delays by class, preemptions and GPU utilization over time."""
+    """Per class: queueing delays (first start - arrival), completion times (end - arrival),
+    pods preempted; GPU-hours lost to preemption; utilization and fragmentation over time."""
 
     policy: str
     delays: dict[str, list[float]]
@@ -56,21 +63,32 @@ class DynamicResult:
     times: list[float] = field(default_factory=list)
     utilization: list[float] = field(default_factory=list)
     window_end: float = float("inf")  # last arrival
+    completions: dict[str, list[float]] = field(default_factory=dict)
+    preempted: dict[str, int] = field(default_factory=dict)
+    lost_gpu_hours: float = 0.0
+    fragmentation: list[float] = field(default_factory=list)  # fragmented share of all GPUs
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers for the CLI and the benchmark."""
         out: dict[str, Any] = {"preemptions": self.preemptions, "never_started": self.never_started}
-        for cls, values in self.delays.items():
-            arr = np.array(values) if values else np.zeros(1)
-            out[f"delay_p50_s_{cls}"] = round(float(np.percentile(arr, 50)), 1)
-            out[f"delay_p99_s_{cls}"] = round(float(np.percentile(arr, 99)), 1)
-        t, u = np.array(self.times), np.array(self.utilization)
+        out["lost_gpu_hours"] = round(self.lost_gpu_hours, 1)
+        for name, series in (("delay", self.delays), ("jct", self.completions)):
+            for cls, values in series.items():
+                arr = np.array(values) if values else np.zeros(1)
+                for q in (50, 95, 99):
+                    out[f"{name}_p{q}_s_{cls}"] = round(float(np.percentile(arr, q)), 1)
+        for cls, count in self.preempted.items():
+            out[f"preempted_{cls}"] = count
+        t = np.array(self.times)
         inside = t <= self.window_end
-        t, u = t[inside], u[inside]
-        if t.size > 1:
-            out["gpu_utilization_time_avg_pct"] = round(
-                float(100 * np.sum(u[:-1] * np.diff(t)) / (t[-1] - t[0])), 2
-            )
+        for key, values in (
+            ("gpu_utilization_time_avg_pct", self.utilization),
+            ("frag_time_avg_pct", self.fragmentation),
+        ):
+            v = np.array(values)[inside] if values else np.zeros(0)
+            ti = t[inside]
+            if v.size > 1 and ti[-1] > ti[0]:
+                out[key] = round(float(100 * np.sum(v[:-1] * np.diff(ti)) / (ti[-1] - ti[0])), 2)
         return out
 
 
@@ -88,6 +106,27 @@ def offered_load(created: FloatArray, life: FloatArray, gpus: FloatArray, capaci
         return float(gpus.sum() / capacity)
     overlap = np.clip(np.minimum(created + life, last) - created, 0.0, None)
     return float((gpus * overlap).sum() / (capacity * (last - first)))
+
+
+def overload_arrivals(
+    pods: Sequence[TracePod], capacity_milli: int, factor: float, horizon_s: float = HORIZON_S
+) -> tuple[list[TracePod], list[float]]:
+    """The trace repeated back to back over `horizon_s`, each copy's arrivals (order and
+    relative gaps kept, the earliest 1 % clamped to the 1st percentile) squeezed into a window
+    in which the copy asks `factor` times the fleet's GPU-seconds, lifetimes counted up to the
+    horizon: sum(GPUs x min(lifetime, horizon)) = factor x capacity x window."""
+    created = np.array([float(p.creation_time or 0) for p in pods])
+    if not created.size:
+        return [], []
+    first = float(np.percentile(created, 1))
+    created = np.maximum(created, first)
+    work = sum(p.total_gpu_milli * min(lifetime(p), horizon_s) for p in pods)
+    window = work / (factor * capacity_milli)
+    span = float(created.max()) - first
+    offsets = (created - first) * (window / span if span > 0 else 0.0)
+    copies = max(1, int(np.ceil(horizon_s / window))) if window > 0 else 1
+    arrivals = [first + c * window + float(t) for c in range(copies) for t in offsets]
+    return list(pods) * copies, arrivals
 
 
 def arrival_times(pods: Sequence[TracePod], capacity_milli: int, load: float) -> list[float]:
@@ -113,124 +152,103 @@ def arrival_times(pods: Sequence[TracePod], capacity_milli: int, load: float) ->
 
 
 class _Loop:
+    """The event loop around the simulated hub: cycles of the core, then level-2 binding."""
+
     def __init__(
         self,
-        pool: Pool,
-        placer: Placer,
+        hub: Hub,
         pods: Sequence[TracePod],
         arrivals: Sequence[float],
-        preempt: bool,
+        config: SchedulerConfig,
+        frag_model: FragModel,
     ) -> None:
-        self.pool, self.placer, self.pods, self.preempt = pool, placer, pods, preempt
+        self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
         self.reqs = [pod_request(p) for p in pods]
         self.prio = [PRIORITY.get(p.qos, 1) for p in pods]
-        self.pending: list[tuple[int, int, int]] = []  # (-priority, arrival, pod)
+        self.jobs = [
+            hub.job(PodJob(str(k), self.prio[k], self.prio[k] == 0, arrivals[k]), self.reqs[k])
+            for k in range(len(pods))
+        ]
+        self.pending: dict[int, None] = {}  # pods waiting (a set in insertion order)
+        self.reserved: dict[str, Placement] = {}  # preemptors' reservations by job id
         self.events: list[tuple[float, int, int]] = []  # (time, 0 finish / 1 arrive, run or pod)
         self.runs: dict[int, _Run] = {}
+        self.running: dict[str, int] = {}  # job id -> run
         self.started: dict[int, float] = {}
+        self.finished: dict[int, float] = {}
+        self.preempted = [0] * len(CLASSES)
+        self.lost_milli_s = 0.0
         self.preemptions = 0
+        self.frag = FragTracker(hub.pool, frag_model)
+        self.fragmentation: list[float] = []
         self.next_run = 0
         self.times: list[float] = []
         self.util: list[float] = []
 
-    def duration(self, k: int) -> float:
-        return lifetime(self.pods[k])
-
-    def start(self, k: int, node: int, devices: tuple[int, ...], now: float) -> None:
+    def start(self, k: int, where: Where, now: float) -> None:
         run = self.next_run
         self.next_run += 1
-        self.runs[run] = _Run(k, node, devices)
+        self.runs[run] = _Run(k, where, self.hub.placement(self.jobs[k], where), now)
+        self.running[self.jobs[k].id] = run
         self.started.setdefault(k, now)
-        heapq.heappush(self.events, (now + self.duration(k), 0, run))
+        heapq.heappush(self.events, (now + lifetime(self.pods[k]), 0, run))
 
-    def stop(self, run: int) -> _Run:
+    def stop(self, run: int) -> int:
         r = self.runs.pop(run)
-        self.pool.remove(r.node, self.reqs[r.pod], r.devices)
-        return r
+        del self.running[self.jobs[r.pod].id]
+        self.pool.remove(r.where[0], self.reqs[r.pod], r.where[1])
+        return r.pod
 
-    def try_place(self, k: int, now: float) -> bool:
-        req = self.reqs[k]
-        placed = self.placer.place(req)
-        if placed is None and self.preempt and self.prio[k] > 0:
-            node = self.preempt_for(k)
-            if node is not None:
-                placed = node, self.pool.choose_devices(node, req)
-                self.pool.place(node, req, placed[1])
-        if placed is None:
-            return False
-        self.start(k, placed[0], placed[1], now)
-        return True
-
-    def preempt_for(self, k: int) -> int | None:
-        req = self.reqs[k]
-        victims_by_node: dict[int, list[int]] = {}
-        for run, r in self.runs.items():
-            if self.prio[r.pod] == 0:
-                victims_by_node.setdefault(r.node, []).append(run)
-        allowed = self.pool.model_allowed(req)
-        ranked = sorted(
-            (n for n in victims_by_node if allowed[n]),
-            key=lambda n: sum(self.reqs[self.runs[v].pod].gpu_milli for v in victims_by_node[n]),
+    def cycle(self, now: float) -> bool:
+        """One cycle of the core over the head of the queue; True if it preempted."""
+        head = sorted(self.pending, key=lambda k: (-self.prio[k], self.arrivals[k], k))[:HEAD]
+        result = self.hub.cycle(
+            [self.jobs[k] for k in head],
+            self.config,
+            now,
+            [r.placement for r in self.runs.values()],
+            list(self.reserved.values()),
         )
-        best: tuple[int, int, int, list[int]] | None = None
-        for n in ranked[:VICTIM_NODES]:
-            chosen = self._victims_on(n, req, victims_by_node[n])
-            if chosen is not None:
-                cost = sum(self.reqs[self.runs[v].pod].gpu_milli for v in chosen)
-                if best is None or (len(chosen), cost) < (best[1], best[2]):
-                    best = (n, len(chosen), cost, chosen)
-        if best is None:
-            return None
-        for run in best[3]:
-            victim = self.stop(run).pod
-            self.preemptions += 1
-            heapq.heappush(self.pending, (0, int(self.arrivals[victim]), victim))
-        return best[0]
-
-    def _victims_on(self, n: int, req: PodRequest, runs: list[int]) -> list[int] | None:
-        """Fewest low-priority runs on node `n` (largest first) whose eviction makes `req` fit."""
-        order = sorted(runs, key=lambda v: -self.reqs[self.runs[v].pod].gpu_milli)
-        taken: list[int] = []
-        for run in order:
-            r = self.runs[run]
-            self.pool.remove(n, self.reqs[r.pod], r.devices)
-            taken.append(run)
-            if self.pool.feasible(req)[n]:
-                break
-        fits = bool(self.pool.feasible(req)[n])
-        for run in reversed(taken):
-            r = self.runs[run]
-            self.pool.place(n, self.reqs[r.pod], r.devices)
-        return taken if fits else None
+        for placed in result.placed:
+            k = int(placed.placement.job.id)
+            where = self.hub.bind(placed.placement.cluster, self.reqs[k])
+            if where is not None:  # else the cluster's nodes filled up in this cycle: retry
+                del self.pending[k]
+                self.reserved.pop(self.jobs[k].id, None)
+                self.start(k, where, now)
+        for preempted in result.preempted:
+            self.reserved[preempted.preemptor.id] = preempted.reservation
+            for victim in preempted.victims:
+                run = self.running[victim.job.id]
+                k = self.runs[run].pod
+                self.lost_milli_s += self.reqs[k].gpu_milli * (now - self.runs[run].start)
+                self.pending[self.stop(run)] = None
+                self.preemptions += 1
+                self.preempted[self.prio[k]] += 1
+        return bool(result.preempted)
 
     def run(self) -> None:
         for k, t in enumerate(self.arrivals):
             heapq.heappush(self.events, (t, 1, k))
         while self.events:
             now = self.events[0][0]
-            freed, arrived = False, []
+            changed = False
             while self.events and self.events[0][0] == now:
                 _, kind, ident = heapq.heappop(self.events)
                 if kind == 0 and ident in self.runs:
-                    self.stop(ident)
-                    freed = True
+                    self.finished[self.stop(ident)] = now
+                    changed = True
                 elif kind == 1:
-                    arrived.append(ident)
-            for k in arrived:
-                if not self.try_place(k, now):
-                    heapq.heappush(self.pending, (-self.prio[k], int(self.arrivals[k]), k))
-            if freed and self.pending:
-                waiting, self.pending = sorted(self.pending), []
-                stuck: set[tuple[PodRequest, int]] = set()  # shapes that found no room
-                for item in waiting:
-                    shape = (self.reqs[item[2]], self.prio[item[2]])
-                    if shape in stuck or not self.try_place(item[2], now):
-                        stuck.add(shape)
-                        self.pending.append(item)
-                heapq.heapify(self.pending)
+                    self.pending[ident] = None
+                    changed = True
+            for _ in range(PREEMPTION_ROUNDS):  # victims leave at once: the preemptor follows
+                if not (changed and self.pending and self.cycle(now)):
+                    break
             self.times.append(now)
-            self.util.append(self.pool.allocated_milli() / max(self.pool.total_milli, WHOLE))
+            total = max(self.pool.total_milli, WHOLE)
+            self.util.append(self.pool.allocated_milli() / total)
+            self.fragmentation.append(float(self.frag.current().sum()) / total)
 
 
 def run_dynamic(
@@ -239,20 +257,32 @@ def run_dynamic(
     policy: str,
     load: float = 0.35,
     preempt: bool = True,
+    clusters: int = 1,
+    overload: float | None = None,
 ) -> DynamicResult:
-    """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`."""
+    """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
+    `clusters` member clusters; with `overload`, the trace repeated asks that many times the
+    fleet's capacity (`overload_arrivals`) instead of the offered `load`."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
-    scorer = make_policy(policy, typical_workload(task_types(pods))).bind(
-        pool, np.random.default_rng(0)
-    )
-    arrivals = arrival_times(timed, pool.total_milli, load)
-    loop = _Loop(pool, Placer(pool, scorer), timed, arrivals, preempt)
+    workload = typical_workload(task_types(pods))
+    scorer = make_policy(policy, workload).bind(pool, np.random.default_rng(0))
+    member = split_round_robin(gpu_nodes, clusters)
+    hub = Hub(pool, scorer, np.array([member[n.name] for n in gpu_nodes]))
+    if overload is None:
+        arrivals = arrival_times(timed, pool.total_milli, load)
+    else:
+        timed, arrivals = overload_arrivals(timed, pool.total_milli, overload)
+    config = replace(DEFAULT_CONFIG, preemption=preempt)
+    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names))
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
+    completions: dict[str, list[float]] = {c: [] for c in CLASSES}
     for k, t in loop.started.items():
         delays[CLASSES[loop.prio[k]]].append(t - arrivals[k])
+    for k, t in loop.finished.items():
+        completions[CLASSES[loop.prio[k]]].append(t - arrivals[k])
     return DynamicResult(
         policy=policy,
         delays=delays,
@@ -261,4 +291,8 @@ def run_dynamic(
         times=loop.times,
         utilization=loop.util,
         window_end=max(arrivals, default=0.0),
+        completions=completions,
+        preempted=dict(zip(CLASSES, loop.preempted, strict=True)),
+        lost_gpu_hours=loop.lost_milli_s / WHOLE / 3600,
+        fragmentation=loop.fragmentation,
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from federation.scheduling.placement.pool import FloatArray
+from federation.nodeplacement.pool import FloatArray
 from federation.simulation.metrics import POINTS
 
 AUTHOR_POLICIES = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from federation.scheduling.placement.pool import FloatArray, IntArray
+from federation.nodeplacement.pool import FloatArray, IntArray
 
 POINTS = 131  # 0 % .. 130 % of capacity arrived
 

@@ -8,8 +8,8 @@ from typing import Protocol
 
 import numpy as np
 
-from federation.scheduling.placement import FragModel, FragTracker, PodRequest, Pool, select
-from federation.scheduling.placement.base import Scorer
+from federation.nodeplacement import FragModel, FragTracker, PodRequest, Pool, select
+from federation.nodeplacement.base import Scorer
 from federation.simulation.metrics import Trajectory
 
 

@@ -8,11 +8,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from federation.scheduling.placement import Pool, make_policy, typical_workload
-from federation.scheduling.placement.fragmentation import FragModel
+from federation.nodeplacement import Pool, make_policy, typical_workload
+from federation.nodeplacement.fragmentation import FragModel
 from federation.simulation.adapter import pod_request, pool_node, task_types
+from federation.simulation.hub import Hub, split_round_robin
 from federation.simulation.metrics import Curves, discretize
-from federation.simulation.multicluster import TwoLevelPlacer, split_round_robin
+from federation.simulation.multicluster import TwoLevelPlacer
 from federation.simulation.protocol import TUNE_RATIO, tune_workload
 from federation.simulation.replay import Placement, Placer, replay
 from federation.simulation.trace import TraceNode, TracePod
@@ -62,7 +63,7 @@ def run_seed(
     placer: Placement = Placer(pool, scorer)
     if clusters > 1:
         member = split_round_robin(gpu_nodes, clusters)
-        placer = TwoLevelPlacer(pool, scorer, np.array([member[n.name] for n in order]))
+        placer = TwoLevelPlacer(Hub(pool, scorer, np.array([member[n.name] for n in order])))
     requests = [pod_request(p) for p in work]
     outcome = replay(pool, placer, requests, FragModel(workload, pool.model_names))
     return SeedRun(

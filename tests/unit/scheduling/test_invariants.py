@@ -7,6 +7,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from federation.scheduling import state as state_module
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
 from federation.scheduling.framework import SchedulerConfig
@@ -163,3 +164,15 @@ def test_a_job_preemption_could_place_is_never_left_pending(
             f"{candidate.id} stayed pending though evicting {len(evictable)} job(s) in {c.name} "
             f"would place it: {result.pending[0].message}"
         )
+
+
+@SETTINGS
+@given(scenarios())
+def test_state_derived_from_the_last_snapshot_equals_a_fresh_one(
+    scenario: tuple[Snapshot, list[Job]],
+) -> None:
+    snap, pending = scenario  # its clusters differ from the last cycle's in node usage only
+    warm_state, warm = State(snap).fingerprint(), schedule(snap, pending, now=10)
+    state_module._BASES.clear()
+    assert State(snap).fingerprint() == warm_state
+    assert schedule(snap, pending, now=10) == warm

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from federation.scheduling.devices import DeviceConflict
@@ -68,3 +70,19 @@ def test_reservation_holds_capacity_except_for_its_holder() -> None:
         state.unhold("vip")
         assert state.clusters["a"].flavors[H100].free == 8
     assert state.clusters["a"].flavors[H100].free == 0
+
+
+def test_running_placements_are_accounted_in_bulk_as_one_by_one() -> None:
+    running = [(job(f"r{i}", H100, count=2, priority=i % 2), "a") for i in range(4)]
+    snap = snapshot([cluster("a", pool("a", 2))], running=running)
+    bulk = State(snap)
+    single = State(replace(snap, placements=()))
+    for placement in snap.placements:
+        single._account(placement, 1)
+    assert bulk.quota.usage == single.quota.usage
+    assert (bulk.presence, bulk.preemptible) == (single.presence, single.preemptible)
+    assert (bulk.by_cluster, bulk.by_queue, bulk.by_flavor) == (
+        single.by_cluster,
+        single.by_queue,
+        single.by_flavor,
+    )

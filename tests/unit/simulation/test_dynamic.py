@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from federation.simulation.dynamic import arrival_times, run_dynamic
+import pytest
+
+from federation.simulation.dynamic import arrival_times, overload_arrivals, run_dynamic
 from federation.simulation.trace import TraceNode, TracePod
 
 NODE = [TraceNode("n0", 16_000, 65_536, 1, "T4")]
@@ -29,3 +31,20 @@ def test_arrivals_are_compressed_to_the_offered_load() -> None:
     assert arrival_times(pods, 1000, 0.0)[1:] == [1000.0 * k for k in range(1, 10)]
     squeezed = arrival_times(pods, 1000, 0.5)
     assert squeezed[-1] < 9000 and squeezed == sorted(squeezed)
+
+
+def test_preemption_costs_are_counted_by_class() -> None:
+    result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", load=0.0)
+    assert result.preempted == {"low": 1, "mid": 0, "high": 0}
+    assert result.lost_gpu_hours == pytest.approx(9.9 / 3600)  # one GPU ran 9.9 s for nothing
+    assert result.completions == {"low": [209.9], "mid": [], "high": [100.0]}  # BE restarted
+    summary = result.summary()
+    assert summary["jct_p95_s_high"] == 100.0 and "frag_time_avg_pct" in summary
+
+
+def test_overload_repeats_the_trace_at_the_factor_of_the_capacity() -> None:
+    pods = [pod(f"p{k}", "LS", 1000 * k, life=100) for k in range(10)]  # 1,000 GPU-seconds
+    copies, arrivals = overload_arrivals(pods, 1000, 2.0, horizon_s=1000)  # one GPU: 500 s
+    assert copies == pods + pods and arrivals == sorted(arrivals)
+    assert arrivals[0] == pytest.approx(90.0) and arrivals[9] == pytest.approx(590.0)
+    assert arrivals[10] == pytest.approx(590.0) and arrivals[-1] == pytest.approx(1090.0)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from federation.scheduling.placement import POLICY_NAMES
+from federation.nodeplacement import POLICY_NAMES
 from federation.simulation.study import run_seed
 from federation.simulation.trace import load_nodes, load_pods
 

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from federation.catalog.types import SharingRule, TopologyRule
+from federation.nodeplacement import PodRequest, Pool, PoolNode
 from federation.scheduling import devices
 from federation.scheduling.devices import WHOLE, DeviceRequest, NodeDevices
-from federation.scheduling.placement import PodRequest, Pool, PoolNode
 
 MODELS = ("A", "B")
 

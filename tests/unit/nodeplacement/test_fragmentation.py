@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from federation.scheduling.placement import (
+from federation.nodeplacement import (
     FragModel,
     FragTracker,
     TargetWorkload,
     TaskType,
     typical_workload,
 )
-from tests.unit.placement.builders import gpu_node, gpus, pool_of
+from tests.unit.nodeplacement.builders import gpu_node, gpus, pool_of
 
 WORKLOAD = TargetWorkload(
     (

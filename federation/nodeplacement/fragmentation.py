@@ -15,8 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from federation.scheduling.placement.pool import BoolArray, FloatArray, IntArray, Pool
-from federation.scheduling.placement.workload import TargetWorkload
+from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, Pool
+from federation.nodeplacement.workload import TargetWorkload
 
 
 class FragModel:

@@ -4,18 +4,18 @@ The same policies serve the trace simulator, the cluster extender's prioritize (
 the hub's node-level estimates. See `docs/simulator.md` for what each policy does.
 """
 
-from federation.scheduling.placement.base import NodeScores, Policy, Scorer, normalized, select
-from federation.scheduling.placement.baselines import (
+from federation.nodeplacement.base import NodeScores, Policy, Scorer, normalized, select
+from federation.nodeplacement.baselines import (
     BestFitPolicy,
     ClusteringPolicy,
     DotProdPolicy,
     PackingPolicy,
     RandomPolicy,
 )
-from federation.scheduling.placement.fgd import FGDPolicy, SuanpanPolicy
-from federation.scheduling.placement.fragmentation import FragModel, FragTracker
-from federation.scheduling.placement.pool import PodRequest, Pool, PoolNode
-from federation.scheduling.placement.workload import (
+from federation.nodeplacement.fgd import FGDPolicy, SuanpanPolicy
+from federation.nodeplacement.fragmentation import FragModel, FragTracker
+from federation.nodeplacement.pool import PodRequest, Pool, PoolNode
+from federation.nodeplacement.workload import (
     TargetWorkload,
     TaskType,
     task_type,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from federation.catalog.types import SharingRule, TopologyRule
+from federation.nodeplacement import PodRequest, Pool, PoolNode
 from federation.scheduling.devices import DeviceRequest, NodeDevices
-from federation.scheduling.placement import PodRequest, Pool, PoolNode
 
 SHARE = SharingRule(enabled=True)
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from federation.scheduling.placement.base import NodeScores, Scorer, masked
-from federation.scheduling.placement.fragmentation import FragModel, FragTracker
-from federation.scheduling.placement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
-from federation.scheduling.placement.workload import TargetWorkload, task_type
+from federation.nodeplacement.base import NodeScores, Scorer, masked
+from federation.nodeplacement.fragmentation import FragModel, FragTracker
+from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
+from federation.nodeplacement.workload import TargetWorkload, task_type
 
 MAX_SCORE = 100
 _Key = tuple[int, int, int, int, bool]

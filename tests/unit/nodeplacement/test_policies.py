@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from federation.scheduling.placement import (
+from federation.nodeplacement import (
     POLICY_NAMES,
     NodeScores,
     TargetWorkload,
@@ -14,7 +14,7 @@ from federation.scheduling.placement import (
     normalized,
     select,
 )
-from tests.unit.placement.builders import cpu_only, gpu_node, gpus, pool_of
+from tests.unit.nodeplacement.builders import cpu_only, gpu_node, gpus, pool_of
 
 # Half the tasks want 0.5 GPU, half one whole GPU.
 WORKLOAD = TargetWorkload((TaskType(1000, 500, 1), TaskType(1000, 1000, 1)), (0.5, 0.5))

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from federation.scheduling.placement.pool import PodRequest
+from federation.nodeplacement.pool import PodRequest
 
 DEFAULT_CPU_MILLI = 100  # kube-scheduler's non-zero default for a pod that requests no CPU
 

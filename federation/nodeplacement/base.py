@@ -13,7 +13,7 @@ from typing import Protocol
 
 import numpy as np
 
-from federation.scheduling.placement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
+from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from federation.nodeplacement.base import NodeScores, Scorer, masked
+from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
+from federation.nodeplacement.workload import task_type
 from federation.scheduling.devices import WHOLE
-from federation.scheduling.placement.base import NodeScores, Scorer, masked
-from federation.scheduling.placement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
-from federation.scheduling.placement.workload import task_type
 
 MAX_SCORE = 100
 
