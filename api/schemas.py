@@ -186,9 +186,9 @@ class TokenOut(_Out):
 
 
 class Whoami(_Out):
-    """The calling token: its role and what it is bound to."""
+    """The calling user's token (not an agent's): its role and tenant."""
 
-    role: Literal["admin", "member", "viewer", "agent"]
+    role: Literal["admin", "member", "viewer"]
     tenant: str | None = Field(description="the tenant a member or viewer is bound to")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from api.auth import TOKENS
 from api.context import ctx
-from api.registry import ADMIN, ALL_ROLES, Call, Reply
+from api.registry import ADMIN, Call, Reply
 from api.routes import API
 from api.routes.common import parse_id
 from api.schemas import TokenIn, TokenList, TokenOut, Whoami
@@ -81,7 +81,7 @@ async def revoke_token(call: Call) -> Reply:
     return Reply(204)
 
 
-@API.op("GET", "/v1/whoami", summary="Who am I", tag="tokens", roles=ALL_ROLES, response=Whoami)
+@API.op("GET", "/v1/whoami", summary="Who am I", tag="tokens", response=Whoami)
 async def whoami(call: Call) -> Reply:
     """The calling token's role and tenant (the console shows the actions the role may do)."""
     tenant = None
