@@ -1,4 +1,5 @@
-"""`suanpan-hub`: run the hub (`serve`) or apply database migrations (`migrate`)."""
+"""`suanpan-hub`: run the hub (`serve`), apply database migrations (`migrate`), back its
+database up (`backup`) and restore it (`restore`)."""
 
 from __future__ import annotations
 
@@ -16,33 +17,73 @@ from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
 from federation.hubconfig import ConfigError, HubConfig, load_hub_config
 from federation.settings import HubSettings
-from federation.store import migrate
+from federation.store import backup, migrate
 from federation.store.backfill import compile_uncompiled
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
-from federation.store.embedded import EmbeddedPostgres
+from federation.store.embedded import (
+    PG_BIN,
+    EmbeddedError,
+    EmbeddedPostgres,
+    InUse,
+    running_server,
+)
 
 log = logging.getLogger("suanpan.hub")
 
 
+def embedded_dir(settings: HubSettings) -> Path:
+    """Where the embedded PostgreSQL keeps its data."""
+    return settings.data_dir / "postgres"
+
+
 @contextlib.asynccontextmanager
-async def database(settings: HubSettings) -> AsyncIterator[Database]:
-    """The configured database, or a throw-away embedded one (migrated) when none is set."""
-    embedded = None
-    url = settings.database_url
-    if url is None:
-        embedded = EmbeddedPostgres()
+async def server_url(settings: HubSettings, *, shared: bool = False) -> AsyncIterator[str]:
+    """`DATABASE_URL`, or the embedded server on the data directory, started (migrated, earlier
+    jobs compiled) for the block; with `shared`, a serving hub's embedded server as it runs."""
+    if settings.database_url is not None:
+        yield settings.database_url
+        return
+    embedded = EmbeddedPostgres(embedded_dir(settings))
+    try:
         url = await embedded.start()
+    except InUse:
+        live = running_server(embedded.datadir)
+        if not shared or live is None:
+            raise
+        yield str(live.get_uri())
+        return
+    try:
         await migrate.upgrade(url)
         await compile_uncompiled(url, load_catalog())
-        log.warning("DATABASE_URL unset: using a throw-away embedded PostgreSQL")
-    db = Database(url)
-    try:
-        yield db
+        yield url
     finally:
-        await db.close()
-        if embedded is not None:
-            await embedded.stop()
+        await embedded.stop()
+
+
+@contextlib.asynccontextmanager
+async def database(settings: HubSettings) -> AsyncIterator[Database]:
+    """The configured database, or the embedded one on the data directory."""
+    async with server_url(settings) as url:
+        if settings.database_url is None:
+            log.warning("DATABASE_URL unset: embedded PostgreSQL in %s", embedded_dir(settings))
+        db = Database(url)
+        try:
+            yield db
+        finally:
+            await db.close()
+
+
+async def backup_to(settings: HubSettings, path: Path, pg_bin: Path) -> None:
+    """Dump the hub's database to `path` (also while a hub serves from it)."""
+    async with server_url(settings, shared=True) as url:
+        await backup.dump(url, path, pg_bin)
+
+
+async def restore_from(settings: HubSettings, path: Path, pg_bin: Path) -> None:
+    """Load `path` into the hub's database (the embedded one only while no hub serves)."""
+    async with server_url(settings) as url:
+        await backup.restore(url, path, pg_bin)
 
 
 async def serve(settings: HubSettings, config: HubConfig) -> None:
@@ -107,6 +148,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="serve the API without competing to lead the controllers",
     )
     sub.add_parser("migrate", help="apply database migrations to $DATABASE_URL")
+    with_data = [run]
+    for name, verb in (("backup", "write the database to"), ("restore", "load the database from")):
+        one = sub.add_parser(name, help=f"{verb} FILE (pg_dump custom format)")
+        with_data.append(one)
+        one.add_argument("file", type=Path, metavar="FILE")
+        one.add_argument(
+            "--pg-bin",
+            type=Path,
+            default=PG_BIN,
+            help="directory of pg_dump/pg_restore, at least the server's major version"
+            " (default: PostgreSQL 16 shipped with pgserver)",
+        )
+    for one in with_data:
+        one.add_argument(
+            "--data-dir",
+            type=Path,
+            help="embedded PostgreSQL's home without DATABASE_URL"
+            " (default $SUANPAN_DATA_DIR or $XDG_DATA_HOME/suanpan)",
+        )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     settings = HubSettings.from_env()
@@ -118,6 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         compiled, failed = asyncio.run(compile_uncompiled(settings.database_url, load_catalog()))
         if compiled or failed:
             print(f"compiled {compiled} earlier jobs; {failed} could not be and were failed")
+        return 0
+    if args.data_dir is not None:
+        settings = replace(settings, data_dir=args.data_dir)
+    if args.command in ("backup", "restore"):
+        action = backup_to if args.command == "backup" else restore_from
+        try:
+            asyncio.run(action(settings, args.file, args.pg_bin))
+        except (EmbeddedError, backup.BackupError) as exc:
+            print(f"suanpan-hub {args.command}: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args.command}: {args.file}")
         return 0
     settings = replace(
         settings,

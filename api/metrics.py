@@ -1,12 +1,14 @@
-"""Prometheus metrics of the hub API: request latency, jobs by state, capacity by flavor."""
+"""Prometheus metrics of the hub API: request latency, and gauges read from the database at each
+scrape (jobs by state, queues, capacity by flavor, cluster health, database reachability)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from aiohttp import web
-from prometheus_client import Histogram
+from prometheus_client import Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -42,12 +44,21 @@ async def metrics_middleware(request: web.Request, handler: Handler) -> web.Stre
         )
 
 
-class StateCollector(Collector):
-    """Gauges read from a snapshot the hub refreshes (jobs by state, capacity by flavor)."""
+CLUSTER_STATES = ("Pending", "Ready", "NotReady", "Offline")
 
-    def __init__(self) -> None:
-        self.jobs: list[tuple[str, str, str, int]] = []
-        self.capacity: list[tuple[str, str, int, int]] = []
+DATABASE_UP = Gauge(
+    "suanpan_database_up", "1 when the last scrape could read the database", registry=REGISTRY
+)
+
+
+@dataclass(eq=False)  # registered by identity
+class StateCollector(Collector):
+    """Gauges read from a snapshot the hub refreshes at each scrape."""
+
+    jobs: list[tuple[str, str, str, int]] = field(default_factory=list)
+    capacity: list[tuple[str, str, int, int]] = field(default_factory=list)
+    queued: list[tuple[str, str, int, int, float]] = field(default_factory=list)
+    clusters: list[tuple[str, str, float | None]] = field(default_factory=list)
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """Yield the current gauges."""
@@ -70,6 +81,37 @@ class StateCollector(Collector):
             used.add_metric([cluster, flavor], milli / 1000)
         yield total
         yield used
+        by_queue = ["tenant", "queue", "priority"]
+        pending = GaugeMetricFamily(
+            "suanpan_queue_pending_jobs", "Queued jobs by tenant, queue, priority", labels=by_queue
+        )
+        oldest = GaugeMetricFamily(
+            "suanpan_queue_oldest_wait_seconds",
+            "How long the oldest queued job has waited, by tenant, queue, priority",
+            labels=by_queue,
+        )
+        for tenant, queue, priority, n, age in self.queued:
+            pending.add_metric([tenant, queue, str(priority)], n)
+            oldest.add_metric([tenant, queue, str(priority)], age)
+        yield pending
+        yield oldest
+        states = GaugeMetricFamily(
+            "suanpan_cluster_state",
+            "1 for the cluster's current state (Pending, Ready, NotReady, Offline)",
+            labels=["cluster", "state"],
+        )
+        heartbeat = GaugeMetricFamily(
+            "suanpan_cluster_heartbeat_age_seconds",
+            "Seconds since the cluster's agent last reported",
+            labels=["cluster"],
+        )
+        for cluster, current, since in self.clusters:
+            for name in CLUSTER_STATES:
+                states.add_metric([cluster, name], float(name == current))
+            if since is not None:
+                heartbeat.add_metric([cluster], since)
+        yield states
+        yield heartbeat
 
 
 STATE = StateCollector()

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
 from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
-from federation.spec import DNS_LABEL
+from federation.k8s_names import DNS_LABEL
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
 DNS_LABEL_MESSAGE = (
@@ -42,6 +42,20 @@ def problem_response(
         content_type="application/problem+json",
         headers=headers,
     )
+
+
+def problem_body(exc: SuanpanError) -> dict[str, Any]:
+    """The problem document of a domain error."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE_BASE + exc.kind,
+        "title": exc.title,
+        "status": exc.status,
+        "detail": exc.detail,
+        **exc.extra,
+    }
+    if exc.errors:
+        body["errors"] = [e.as_dict() for e in exc.errors]
+    return body
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -99,13 +113,15 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except SuanpanError as exc:
-        extra = dict(exc.extra)
-        if exc.errors:
-            extra["errors"] = [e.as_dict() for e in exc.errors]
         headers = (
             {"WWW-Authenticate": _challenge(request)} if isinstance(exc, Unauthorized) else None
         )
-        response = problem_response(exc.status, exc.title, exc.detail, exc.kind, headers, **extra)
+        response = web.Response(
+            status=exc.status,
+            text=json.dumps(problem_body(exc)),
+            content_type="application/problem+json",
+            headers=headers,
+        )
         if exc.status == 408:  # the rest of the body may still come: the connection is done
             response.force_close()
         return response

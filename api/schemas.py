@@ -15,7 +15,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from federation.spec import DnsLabel, label_map
+from federation.k8s_names import DnsLabel, label_map
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 JOB_STATES = (
@@ -187,6 +187,38 @@ class JobOut(_Out):
     updated_at: datetime = Field(alias="updatedAt")
     started_at: datetime | None = Field(alias="startedAt")
     finished_at: datetime | None = Field(alias="finishedAt")
+
+
+MAX_BATCH = 1000
+
+
+class BatchItem(_In):
+    """One job of a batch: its manifest (as for `POST /v1/jobs`) and its idempotency key."""
+
+    idempotency_key: str | None = Field(
+        default=None, alias="idempotencyKey", pattern=r"^[!-~]{1,128}$"
+    )
+    manifest: dict[str, Any] = Field(description="a job manifest, as for POST /v1/jobs")
+
+
+class JobBatch(_In):
+    """Many jobs in one request (parameter sweeps); each is accepted or refused on its own."""
+
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchOutcome(_Out):
+    """What became of one item: 201 (queued), 200 (a repeat of its key) or a 4xx problem."""
+
+    status: int
+    job: JobOut | None = None
+    problem: dict[str, Any] | None = None
+
+
+class JobBatchResult(_Out):
+    """The outcome of every item, in the request's order."""
+
+    items: list[BatchOutcome]
 
 
 class JobList(_Out):

@@ -39,8 +39,6 @@ EXCLUDED_CHECKS = "positive_data_acceptance"
 CONFIG = '[phases.stateful.inference]\nalgorithms = ["location-headers"]\n'
 EXAMPLES = 200  # per operation, in the long pass
 REQUEST_TIMEOUT_S = 75  # above the longest long-poll an agent may ask for (wait <= 60 s)
-# a status batch of 5,000 updates is 5,000 locked row lookups: up to ~10 s on 2 shared cores
-MAX_RESPONSE_S = 30
 MANIFESTS = 5000
 
 
@@ -166,8 +164,10 @@ def schemathesis(
                 "2",
                 "--request-timeout",
                 str(REQUEST_TIMEOUT_S),
+                # performance is measured in benchmarks, not asserted here: schemathesis's
+                # default 10 s response-time check only flags a loaded machine
                 "--max-response-time",
-                str(MAX_RESPONSE_S),
+                str(REQUEST_TIMEOUT_S),
                 "--report-json-path",
                 str(report),
             ],

@@ -24,3 +24,16 @@ PENDING = Gauge(
 LEADER = Gauge(
     "suanpan_scheduler_leader", "1 while this hub replica leads the controllers", registry=REGISTRY
 )
+PLACEMENTS = Counter(
+    "suanpan_placements",
+    "Jobs placed, by cluster and accelerator vendor of their tasks ('cpu' for tasks without)",
+    ["cluster", "vendor"],
+    registry=REGISTRY,
+)
+QUEUE_WAIT = Histogram(
+    "suanpan_queue_wait_seconds",
+    "Time from submission to placement (age kept across requeues), by tenant, queue, priority",
+    ["tenant", "queue", "priority"],
+    registry=REGISTRY,
+    buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400),
+)

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from federation.hubconfig import CONFIG_ENV
+
+
+def default_data_dir() -> Path:
+    """`$SUANPAN_DATA_DIR`, else `suanpan` in the user's data directory (XDG)."""
+    if explicit := os.environ.get("SUANPAN_DATA_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
+    return Path(base) / "suanpan"
 
 
 @dataclass(frozen=True)
@@ -19,11 +27,12 @@ class HubSettings:
     port: int = 8080
     controllers: bool = True  # compete for leadership and run the scheduling loop
     config_path: Path | None = None  # the operators' scheduling configuration file
+    data_dir: Path = field(default_factory=default_data_dir)  # embedded PostgreSQL's home
 
     @classmethod
     def from_env(cls) -> HubSettings:
         """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`,
-        `SUANPAN_CONFIG`."""
+        `SUANPAN_CONFIG`, `SUANPAN_DATA_DIR`."""
         config = os.environ.get(CONFIG_ENV)
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import html
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.context import ctx
-from api.metrics import STATE
+from api.metrics import DATABASE_UP, STATE
 from api.registry import Call, Reply, openapi_document
 from api.routes import API
 from api.schemas import Health
@@ -52,15 +54,26 @@ METRICS_ROLES: frozenset[Role] = frozenset({"admin", "viewer"})
 )
 async def metrics(call: Call) -> web.Response:
     """Metrics in the Prometheus text format, for an admin or a viewer token bound to no tenant
-    (they name every tenant, queue and cluster)."""
+    (they name every tenant, queue and cluster); served, with `suanpan_database_up 0`, also
+    when the database cannot be read."""
     if call.who.tenant_id is not None:
         raise Forbidden("metrics cover every tenant: use a viewer token bound to no tenant")
-    async with ctx(call.request).db.connection() as conn:
-        STATE.jobs = await job_store.state_counts(conn)
+    try:
+        async with asyncio.timeout(5), ctx(call.request).db.connection() as conn:
+            STATE.jobs = await job_store.state_counts(conn)
+            STATE.queued = await job_store.queued_counts(conn)
+            summaries = await cluster_store.summaries(conn)
+        DATABASE_UP.set(1)
+    except (OSError, TimeoutError, SQLAlchemyError):
+        DATABASE_UP.set(0)
+    else:
+        now = time.time()
         STATE.capacity = [
-            (c.name, f.flavor, f.total, f.allocated_milli)
-            for c in await cluster_store.summaries(conn)
-            for f in c.flavors
+            (c.name, f.flavor, f.total, f.allocated_milli) for c in summaries for f in c.flavors
+        ]
+        STATE.clusters = [
+            (c.name, c.state, now - c.last_heartbeat.timestamp() if c.last_heartbeat else None)
+            for c in summaries
         ]
     response = web.Response(body=generate_latest(REGISTRY))
     response.content_type = CONTENT_TYPE_LATEST.split(";")[0]

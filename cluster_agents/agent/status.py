@@ -9,6 +9,9 @@ from cluster_agents.agent.backend import PodStatus
 
 LOST_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Terminated"})
 UNSCHEDULABLE = "Unschedulable"  # PodScheduled=False because no node fits (not a gate)
+# PodScheduled=False reasons that mean the cluster cannot place the pod now: no node fits, or
+# the scheduler itself fails (an extender unreachable, say)
+WAITING_REASONS = frozenset({UNSCHEDULABLE, "SchedulerError"})
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def summarize(
         return summary("Succeeded")
     if running + succeeded == expected:
         return summary("Running")
-    waiting = [p for p in pods if p.phase == "Pending" and p.reason == UNSCHEDULABLE]
+    waiting = [p for p in pods if p.phase == "Pending" and p.reason in WAITING_REASONS]
     stuck = [p for p in pods if p.phase == "Pending" and now - p.created_at > gang_timeout_s]
     if stuck:
         why = (waiting or stuck)[0]
@@ -65,5 +68,5 @@ def summarize(
             f"{len(stuck)}/{expected} pods not running after {gang_timeout_s:g} s{said}",
         )
     if waiting:
-        return summary("Applied", UNSCHEDULABLE, waiting[0].message)
+        return summary("Applied", waiting[0].reason, waiting[0].message)
     return summary("Applied")

@@ -22,13 +22,13 @@ class BuildError(RuntimeError):
     """The binaries could not be built."""
 
 
-def _run_build_script() -> Path:
-    """Run build.sh, echoing its stderr live; its last stdout line is the bin dir."""
-    if not BUILD_SCRIPT.is_file():
-        raise BuildError(f"{BUILD_SCRIPT} is missing (the package is not run from a checkout)")
+def run_build_script(script: Path, *args: str) -> Path:
+    """Run a build script, echoing its stderr live; its last stdout line is what it built."""
+    if not script.is_file():
+        raise BuildError(f"{script} is missing (the package is not run from a checkout)")
     tail: deque[str] = deque(maxlen=30)
     with subprocess.Popen(
-        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        ["bash", str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     ) as proc:
         assert proc.stderr is not None and proc.stdout is not None
         for line in proc.stderr:
@@ -37,7 +37,7 @@ def _run_build_script() -> Path:
         out = proc.stdout.read().strip().splitlines()
     if proc.returncode != 0 or not out:
         raise BuildError(
-            f"{BUILD_SCRIPT} failed (exit code {proc.returncode}):\n{''.join(tail).rstrip()}"
+            f"{script} failed (exit code {proc.returncode}):\n{''.join(tail).rstrip()}"
         )
     return Path(out[-1])
 
@@ -49,7 +49,7 @@ def ensure_binaries(bin_dir: Path | None = None) -> Path:
     when its cache is warm and builds (minutes) when cold.  Never skips silently.
     """
     if bin_dir is None:
-        bin_dir = _run_build_script()
+        bin_dir = run_build_script(BUILD_SCRIPT)
     bin_dir = bin_dir.resolve()
     missing = [b for b in BINARIES if not (bin_dir / b).is_file()]
     if missing:

@@ -413,6 +413,7 @@ class _Starter:
                 f"--client-ca-file={pki_.ca_cert}",
                 f"--token-auth-file={d / 'tokens.csv'}",
                 "--authorization-mode=Node,RBAC",
+                "--allow-privileged=true",  # as kubeadm sets it: device DaemonSets need it
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={d / 'sa.pub'}",
                 f"--service-account-signing-key-file={d / 'sa.key'}",

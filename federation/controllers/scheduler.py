@@ -95,6 +95,7 @@ class SchedulerLoop:
         metrics.PENDING.set(len(result.pending))
         for kind in ("placed", "preempted", "rejected"):
             metrics.DECISIONS.labels(kind).inc(getattr(written, kind))
+        _observe(written.placements, now=time.time())
         return report
 
     async def check_health(self) -> list[str]:
@@ -136,6 +137,16 @@ class SchedulerLoop:
             await sleep_unless_stopped(stop, self.config.interval_s)
         else:
             await self.listener.wait(JOBS, seconds=self.config.interval_s)
+
+
+def _observe(placed: list[Placement], now: float) -> None:
+    """Placements by cluster and vendor; each placed job's wait by tenant, queue, priority."""
+    for p in placed:
+        for vendor in {f.split("/", 1)[0] if f else "cpu" for f in p.flavors}:
+            metrics.PLACEMENTS.labels(p.cluster, vendor).inc()
+        tenant, _, queue = p.job.queue.partition("/")
+        wait = max(0.0, now - p.job.created_at)
+        metrics.QUEUE_WAIT.labels(tenant, queue, str(p.job.priority)).observe(wait)
 
 
 class LostLeadership(Exception):

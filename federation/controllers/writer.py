@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from federation.controllers.snapshot import Read
 from federation.errors import Conflict, IllegalTransition
 from federation.scheduling.decisions import CycleResult, Placed, Preempted
+from federation.scheduling.model import Placement
 from federation.scheduling.status import Status
 from federation.store.events import add_event
 from federation.store.lifecycle import NewPlacement, move_job, place_jobs, release_placements
@@ -36,6 +37,7 @@ class Written:
     pending_updated: int = 0
     rejected: int = 0
     skipped: int = 0
+    placements: list[Placement] = field(default_factory=list)  # the written ones
 
 
 def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
@@ -126,6 +128,8 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
     done = await place_jobs(conn, wanted)
     out.placed = len(done)
     out.skipped += len(wanted) - len(done)
+    placed = [p.placement for p in result.placed]
+    out.placements = [p for p in placed if read.refs[p.job.id].id in done]
     for preempted in result.preempted:
         out.preempted += await guarded(preempted.preemptor.id, _preempt(conn, read, preempted, out))
     for rejected in result.rejected:

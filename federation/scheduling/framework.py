@@ -95,7 +95,9 @@ class JobContext:
         self._keys: dict[int, Hashable] = {}
         self.quota: dict[Hashable, Status] = {}  # quota answers by assignment and ledger version
         # what besides the assignment decides fit, so jobs alike share cached results
-        tasks = tuple((t.name, t.replicas, t.cpu_milli, t.memory_mib) for t in job.tasks)
+        tasks = tuple(
+            (t.name, t.replicas, t.cpu_milli, t.memory_mib, t.accelerator_nodes) for t in job.tasks
+        )
         self.shape: Hashable = (tasks, job.gang, job.constraints.tolerations)
 
     def key(self, assignment: Assignment) -> Hashable:

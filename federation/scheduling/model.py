@@ -131,6 +131,9 @@ class Task:
     cpu_milli: int = 0
     memory_mib: int = 0
     accelerators: AcceleratorRequest | None = None
+    # without accelerators: may its replicas use nodes that carry accelerators? (off: they
+    # stay on CPU nodes, as the agent's node affinity keeps their pods)
+    accelerator_nodes: bool = False
 
 
 @dataclass(frozen=True, slots=True)

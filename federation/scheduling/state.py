@@ -123,6 +123,7 @@ class ClusterState:
         self.nodes = [NodeState(i, node) for i, node in enumerate(cluster.nodes)]
         self.node_index = {node.name: i for i, node in enumerate(cluster.nodes)}
         self.ready_nodes = [n.index for n in self.nodes if n.node.ready]
+        self.cpu_nodes = [i for i in self.ready_nodes if not self.nodes[i].node.devices]
         self.cpu_total = sum(self.nodes[i].node.cpu_milli for i in self.ready_nodes)
         self.cpu_free = sum(self.nodes[i].cpu_free for i in self.ready_nodes)
         self.flavors: dict[str, FlavorIndex] = {}

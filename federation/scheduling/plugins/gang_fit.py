@@ -64,7 +64,7 @@ def _estimate(
         task, option = job.tasks[t], assignment[t]
         tolerations = ctx.tolerations(option)
         placed = 0
-        for i in _candidates(cluster, option, prefer):
+        for i in _candidates(cluster, task, option, prefer):
             node = cluster.nodes[i]
             if not node.tolerates(tolerations):
                 continue
@@ -106,11 +106,12 @@ def _untouched(node: NodeState) -> bool:
 
 
 def _candidates(
-    cluster: ClusterState, option: FlavorOption | None, prefer: Preference
+    cluster: ClusterState, task: Task, option: FlavorOption | None, prefer: Preference
 ) -> Iterable[int]:
-    """Nodes that may hold a replica: fullest first when packing, emptiest when spreading."""
+    """Nodes that may hold a replica: fullest first when packing, emptiest when spreading;
+    a replica without accelerators only nodes without them unless its task allows."""
     if option is None:
-        return cluster.ready_nodes
+        return cluster.ready_nodes if task.accelerator_nodes else cluster.cpu_nodes
     index = cluster.flavors.get(option.flavor)
     if index is None:
         return ()
@@ -159,7 +160,10 @@ def _shortfall(
     """Why the replicas of `task` do not fit, with numbers."""
     each = f"{task.cpu_milli}m CPU, {task.memory_mib} MiB"
     if option is None:
-        return unschedulable(f"task {task.name}: {placed} of {need} replicas fit ({each} each)")
+        where = "" if task.accelerator_nodes else " on nodes without accelerators"
+        return unschedulable(
+            f"task {task.name}: {placed} of {need} replicas fit{where} ({each} each)"
+        )
     index = cluster.flavors[option.flavor]
     request = option.request
     if placed or request.is_share:

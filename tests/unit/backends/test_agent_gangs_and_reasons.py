@@ -56,6 +56,15 @@ def test_a_waiting_pod_reports_the_schedulers_message_then_unschedulable() -> No
     assert (gated.state, gated.reason) == ("Applied", "")
 
 
+def test_a_scheduler_error_is_a_reason_to_wait_too() -> None:
+    """Seen by hand: with the extender down, pods carry PodScheduled=False/SchedulerError and
+    explain said nothing."""
+    down = 'Post "http://127.0.0.1:8899/filter": dial tcp 127.0.0.1:8899: connect: refused'
+    pods = [status("a", gated=False, reason="SchedulerError", message=down, created_at=0)]
+    waiting = summarize(pods, 1, now=10, gang_timeout_s=120)
+    assert (waiting.state, waiting.reason, waiting.message) == ("Applied", "SchedulerError", down)
+
+
 class Hub:
     def __init__(self) -> None:
         self.reports: list[StatusReport] = []

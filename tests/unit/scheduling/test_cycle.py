@@ -71,12 +71,22 @@ def test_heterogeneous_job_picks_a_flavor_per_task_in_one_cluster() -> None:
         Task("controller", 1, 2000, 4096),
     )
     hetero = Job("rl", "q", tasks)
-    snap = snapshot([cluster("mixed", [*pool("nv", 2), *pool("hw", 2, ASCEND)])])
+    snap = snapshot([cluster("mixed", [*pool("nv", 2), *pool("hw", 2, ASCEND), node("c", None)])])
     result = schedule(snap, [hetero], now=0)
     placement = result.placed[0].placement
     assert placement.flavors == (H100, ASCEND, "")
     per_task = [sum(1 for r in placement.replicas if r.task == t) for t in range(3)]
     assert per_task == [2, 4, 1]
+    assert [r.node for r in placement.replicas if r.task == 2] == ["c"]
+
+
+def test_a_cpu_only_task_stays_off_accelerator_nodes_unless_it_allows_them() -> None:
+    cpu_only = Job("prep", "q", (Task("prep", 1, 1000, 1024),))
+    allowed = Job("prep2", "q", (Task("prep", 1, 1000, 1024, accelerator_nodes=True),))
+    snap = snapshot([cluster("gpus", pool("nv", 2))])
+    result = schedule(snap, [cpu_only, allowed], now=0)
+    assert [p.placement.job.id for p in result.placed] == ["prep2"]
+    assert "without accelerators" in str(result.pending[0].reasons["gpus"])
 
 
 def test_pending_reason_names_the_topology_shortfall_per_cluster() -> None:

@@ -1,0 +1,60 @@
+"""The simulated cluster binds as the real one would: CPU-only pods stay off accelerator
+nodes exactly as their node exclusions say."""
+
+from __future__ import annotations
+
+import asyncio
+
+from cluster_agents.agent.backend import NodeExclusion, PodSpec
+from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+from federation.podtemplate import PodTemplate
+from tests.unit.backends.k8s_objects import CATALOG
+
+GPU_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}
+
+
+def _pod(name: str, avoid: tuple[NodeExclusion, ...]) -> PodSpec:
+    return PodSpec(
+        name=name,
+        namespace="ns",
+        job="j",
+        epoch=1,
+        task="prep",
+        replica=0,
+        template=PodTemplate.model_validate({"spec": {"containers": [{"name": "prep"}]}}),
+        container="prep",
+        cpu_milli=1000,
+        memory_mib=1024,
+        image="cpu",
+        labels={},
+        annotations={},
+        requests={"cpu": "1000m", "memory": "1024Mi"},
+        avoid_nodes=avoid,
+    )
+
+
+async def test_a_cpu_only_pod_binds_only_where_its_exclusions_allow() -> None:
+    sim = SimulatedCluster(
+        CATALOG,
+        [SimNodeSpec("gpu-0", GPU_LABELS, {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8"})],
+        tick_s=0.01,
+    )
+    await sim.start()
+    try:
+        avoid = (NodeExclusion("nvidia.com/gpu.product"),)
+        await sim.create_pods([_pod("kept-off", avoid), _pod("allowed", ())])
+        await asyncio.sleep(0.1)
+        nodes = {p.name: p.node for p in sim.pods()}
+        assert nodes == {"kept-off": "", "allowed": "gpu-0"}
+        sim.add_node(SimNodeSpec("cpu-0", {}, {"cpu": "64", "memory": "256Gi"}))
+        await asyncio.sleep(0.1)
+        assert {p.name: p.node for p in sim.pods()}["kept-off"] == "cpu-0"
+    finally:
+        await sim.stop()
+
+
+def test_an_exclusion_with_values_only_excludes_those_values() -> None:
+    rule = NodeExclusion("suanpan.io/vendor", ("nvidia", "huawei"))
+    assert rule.excludes({"suanpan.io/vendor": "nvidia"})
+    assert not rule.excludes({"suanpan.io/vendor": "none"})
+    assert not rule.excludes({})
