@@ -26,7 +26,7 @@ def _labels(pairs: Sequence[str]) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
-async def _metrics_server(registry: CollectorRegistry, listen: str) -> web.AppRunner:
+async def _metrics_server(agent: Agent, registry: CollectorRegistry, listen: str) -> web.AppRunner:
     async def metrics(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
@@ -35,9 +35,16 @@ async def _metrics_server(registry: CollectorRegistry, listen: str) -> web.AppRu
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def readyz(_: web.Request) -> web.Response:
+        problem = agent.apiserver_problem
+        return (
+            web.Response(text="ok") if problem is None else web.Response(status=503, text=problem)
+        )
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     host, port = listen.rsplit(":", 1)
@@ -70,10 +77,10 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
         ),
         make_backend(args, catalog, registry),
         catalog,
-        HubApi(args.hub, args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
+        HubApi(args.hub.split(","), args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
         registry,
     )
-    runner = await _metrics_server(registry, args.metrics)
+    runner = await _metrics_server(agent, registry, args.metrics)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -87,7 +94,9 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
 def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
     """The agent's command line."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__)
-    p.add_argument("--hub", required=True, help="hub URL")
+    p.add_argument(
+        "--hub", required=True, help="hub URL, or several separated by commas (tried in turn)"
+    )
     p.add_argument("--token", help="agent token (default $SUANPAN_AGENT_TOKEN)")
     p.add_argument("--cluster", required=True, help="cluster name the token is bound to")
     p.add_argument("--region", default="")
@@ -95,7 +104,11 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
     p.add_argument("--label", action="append", default=[], help="cluster label k=v (repeatable)")
     p.add_argument("--namespace", default="suanpan", help="namespace of the pods the agent creates")
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
-    p.add_argument("--metrics", default="127.0.0.1:9464", help="listen address of /metrics")
+    p.add_argument(
+        "--metrics",
+        default="127.0.0.1:9464",
+        help="listen address of /metrics, /healthz, /readyz (503: cluster API unreachable)",
+    )
     return p
 
 

@@ -11,6 +11,9 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
+
+import sqlalchemy as sa
 
 from federation import metrics
 from federation.aio import sleep_unless_stopped
@@ -57,6 +60,7 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
+        self._since: datetime | None = None  # when leading (with a database) last began
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
@@ -99,9 +103,13 @@ class SchedulerLoop:
         return report
 
     async def check_health(self) -> list[str]:
-        """Apply heartbeat timeouts and drains."""
+        """Apply lease timeouts, reachability and drains; leases are counted from the moment
+        this replica (re)gained a working database at the earliest, so neither a hub restart
+        nor a database outage makes healthy clusters lose their work."""
         async with self.db.transaction() as conn:
-            return await health.check(conn, self.config.health)
+            if self._since is None:
+                self._since = await conn.scalar(sa.select(sa.func.now()))
+            return await health.check(conn, self.config.health, self._since)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Lead when possible and run cycles until `stop` is set."""
@@ -128,6 +136,7 @@ class SchedulerLoop:
                 log.exception("scheduling cycle failed; retrying")
                 await sleep_unless_stopped(stop, 1.0)
             finally:
+                self._since = None
                 metrics.LEADER.set(0)
                 if stop.is_set():
                     await self.leadership.release()
