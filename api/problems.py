@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from federation.errors import FieldError, InvalidInput, SuanpanError
 from federation.spec import DNS_LABEL
+from federation.store.database import DATABASE_DOWN
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
 DNS_LABEL_MESSAGE = (
@@ -20,6 +21,8 @@ DNS_LABEL_MESSAGE = (
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+RETRY_AFTER_S = 2
 
 
 def problem_response(status: int, title: str, detail: str, kind: str, **extra: Any) -> web.Response:
@@ -95,6 +98,16 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return problem_response(
             exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http")
         )
+    except DATABASE_DOWN as exc:
+        log.warning("database unavailable on %s %s: %r", request.method, request.path, exc)
+        response = problem_response(
+            503,
+            "Database unavailable",
+            "the hub cannot reach its database; retry shortly",
+            "database-unavailable",
+        )
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return problem_response(500, "Internal error", "unexpected error; see hub logs", "internal")

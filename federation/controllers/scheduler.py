@@ -23,7 +23,7 @@ from federation.controllers.leader import Leadership
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
-from federation.store.database import Database
+from federation.store.database import DATABASE_DOWN, Database
 from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,8 @@ class SchedulerLoop:
                     await self._wait(stop)
             except LostLeadership:
                 log.warning("lost leadership; stepping down")
-            except (OSError, ConnectionError) as exc:
-                log.warning("database unavailable (%s); retrying", exc)
+            except DATABASE_DOWN as exc:
+                log.warning("database unavailable (%r); pausing", exc)
                 await sleep_unless_stopped(stop, 1.0)
             except Exception:
                 log.exception("scheduling cycle failed; retrying")
