@@ -168,7 +168,9 @@ class Fleet:
 
 
 @contextlib.asynccontextmanager
-async def local_fleet(admin_token: str, *, scheduling: bool = True) -> AsyncIterator[Fleet]:
+async def local_fleet(
+    admin_token: str, *, scheduling: bool = True, config: HubConfig | None = None
+) -> AsyncIterator[Fleet]:
     """A fleet on a throw-away embedded PostgreSQL (migrated, with `admin_token`), hub serving
     and (unless `scheduling` is off) its scheduling loop running; all removed on exit."""
     pg = EmbeddedPostgres()
@@ -177,6 +179,8 @@ async def local_fleet(admin_token: str, *, scheduling: bool = True) -> AsyncIter
     db = Database(url)
     await ensure_admin_token(db, admin_token)
     fleet = Fleet(db, admin_token, datadir=pg.datadir)
+    if config is not None:
+        fleet.config = config
     await fleet.start_hub()
     if scheduling:
         fleet.start_loop()

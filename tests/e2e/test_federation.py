@@ -23,6 +23,7 @@ from deploy.fleet import Fleet, local_fleet
 from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import wait_for
 from deploy.local.processes import free_ports
+from federation.hubconfig import HubConfig, RetryPolicy
 from federation.wire import annotations as ann
 from tests.e2e.conftest import K8sEnvFactory
 
@@ -32,6 +33,41 @@ ADMIN = "sp_e2e_admin"
 NS = "suanpan-fed"
 EXTENDER = Path(sys.executable).with_name("suanpan-extender")
 BEIJING, SHANGHAI = "dc-beijing", "dc-shanghai"
+
+
+@dataclass
+class Extender:
+    """One cluster's `suanpan-extender` process (tests stop and restart it)."""
+
+    kubeconfig: str
+    port: int
+    log: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    str(EXTENDER),
+                    "--kubeconfig",
+                    self.kubeconfig,
+                    "--listen",
+                    f"127.0.0.1:{self.port}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+EXTENDERS: dict[str, Extender] = {}
+# short gang timeout and back-off, so a placement the cluster cannot bind is seen failing
+CONFIG = HubConfig(interval_s=0.2, gang_timeout_s=15, retry=RetryPolicy(1, 1, 2))
 
 
 @dataclass
@@ -102,34 +138,19 @@ def environment(
     ports = dict(zip((BEIJING, SHANGHAI), free_ports(2), strict=True))
     env = k8s_env_factory(2, {name: f"http://127.0.0.1:{port}" for name, port in ports.items()})
     logs = tmp_path_factory.mktemp("extenders")
-    procs = []
     for cs in env.clusters:
-        with (logs / f"{cs.name}.log").open("wb") as out:
-            procs.append(
-                subprocess.Popen(
-                    [
-                        str(EXTENDER),
-                        "--kubeconfig",
-                        cs.kubeconfig,
-                        "--listen",
-                        f"127.0.0.1:{ports[cs.name]}",
-                    ],
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                )
-            )
+        EXTENDERS[cs.name] = Extender(cs.kubeconfig, ports[cs.name], logs / f"{cs.name}.log")
+        EXTENDERS[cs.name].start()
     try:
         yield env
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.wait(timeout=10)
+        for extender in EXTENDERS.values():
+            extender.stop()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def world(environment: Environment) -> AsyncIterator[World]:
-    async with local_fleet(ADMIN) as fleet:
+    async with local_fleet(ADMIN, config=CONFIG) as fleet:
         yield await _populate(fleet, environment)
 
 
@@ -313,3 +334,35 @@ async def test_an_urgent_job_preempts_and_the_victim_is_requeued_and_rerun(world
     rerun = await world.until(low["id"], "Running", timeout_s=90)
     assert rerun["epoch"] == 2
     await world.fleet.call("POST", f"/v1/jobs/{low['id']}/cancel", world.token)
+
+
+async def test_a_job_the_cluster_cannot_bind_is_explained_and_fails_after_its_cap(
+    world: World,
+) -> None:
+    """With Shanghai's extender down, its scheduler cannot place the pods: explain shows the
+    cluster's own reason, the job is re-placed with back-off, and fails after two tries."""
+    EXTENDERS[SHANGHAI].stop()
+    try:
+        unbindable = manifest("unbindable", task("w", "huawei/Ascend910B3", count=2))
+        unbindable["spec"]["placement"] = {"clusters": [SHANGHAI]}
+        job = await world.submit(unbindable)
+
+        async def explained() -> bool:
+            why = await world.fleet.call("GET", f"/v1/jobs/{job['id']}/explain", world.token)
+            return any(
+                c["cluster"] == SHANGHAI and "filter" in c["reason"] for c in why["clusters"]
+            )
+
+        await wait_for("the cluster's reason in explain", explained, 30)
+        failed = await world.until(job["id"], "Failed", timeout_s=90)
+        assert failed["reason"].startswith("the cluster could not start the job 2 times")
+        events = await world.fleet.call("GET", f"/v1/jobs/{job['id']}/events", world.token)
+        placed = [e for e in events["items"] if e["reason"] == "Placed"]
+        assert len(placed) == 2  # re-placed once after the first failure, then no more
+
+        async def cleaned() -> bool:
+            return not await world.pods(SHANGHAI, job["id"])
+
+        await wait_for("the failed job's pods deleted", cleaned, 30)
+    finally:
+        EXTENDERS[SHANGHAI].start()
