@@ -60,7 +60,8 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
-        self._since: datetime | None = None  # when leading (with a database) last began
+        # when leading (with a working database) last began; leases count from then at most
+        self.leading_since: datetime | None = None
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
@@ -107,9 +108,9 @@ class SchedulerLoop:
         this replica (re)gained a working database at the earliest, so neither a hub restart
         nor a database outage makes healthy clusters lose their work."""
         async with self.db.transaction() as conn:
-            if self._since is None:
-                self._since = await conn.scalar(sa.select(sa.func.now()))
-            return await health.check(conn, self.config.health, self._since)
+            if self.leading_since is None:
+                self.leading_since = await conn.scalar(sa.select(sa.func.now()))
+            return await health.check(conn, self.config.health, self.leading_since)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Lead when possible and run cycles until `stop` is set."""
@@ -136,7 +137,7 @@ class SchedulerLoop:
                 log.exception("scheduling cycle failed; retrying")
                 await sleep_unless_stopped(stop, 1.0)
             finally:
-                self._since = None
+                self.leading_since = None
                 metrics.LEADER.set(0)
                 if stop.is_set():
                     await self.leadership.release()
