@@ -54,6 +54,7 @@ class Fleet:
     loop_stop: asyncio.Event = field(default_factory=asyncio.Event)
     loop_task: asyncio.Task[None] | None = None
     datadir: Path | None = None  # where its embedded database lives, if it has one
+    poll_wait_s: float = 1.0  # agents' assignment long-poll (production: 10 s)
 
     @property
     def url(self) -> str:
@@ -144,7 +145,7 @@ class Fleet:
                 cluster=name,
                 region=region,
                 namespace=namespace,
-                poll_wait_s=1.0,
+                poll_wait_s=self.poll_wait_s,
             ),
             self.clusters[name],
             self.catalog,

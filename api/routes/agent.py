@@ -116,15 +116,19 @@ async def agent_inventory(call: Call) -> Reply:
     errors=(404,),
 )
 async def agent_assignments(call: Call) -> Reply:
-    """Placements changed after `after`; holds the request up to `wait` s while none did."""
+    """Placements changed after `after`; holds the request up to `wait` s while none did.
+
+    Only the request's arrival counts as a heartbeat: a poll whose agent died meanwhile (the
+    handler runs on after its client is gone) must not keep the cluster's lease alive."""
     assert call.who.cluster_id is not None
     cluster_id = call.who.cluster_id
     q = call.query_as(AssignmentQuery)
     hub = ctx(call.request)
     deadline = time.monotonic() + q.wait
+    async with hub.db.transaction() as conn:
+        await agents.heartbeat(conn, cluster_id)
     while True:
         async with hub.db.transaction() as conn:
-            await agents.heartbeat(conn, cluster_id)
             items = await agents.assignments(
                 conn, cluster_id, q.after, default_failover=hub.config.health.default_failover
             )

@@ -1,8 +1,9 @@
 """Leases and failover end to end: the real hub, loop and agents over simulated clusters; an
 agent's link to the hub cut by a loopback proxy; apiserver outages simulated by the backend.
 
-Timings are the defaults of `HealthConfig` (renewal 2 s, NotReady 4 s, lease 8 s), with a
-short exclusive margin (the simulated cluster deletes pods at once, no grace period).
+Timings are the defaults of `HealthConfig` (renewal 2 s, NotReady 4 s, lease 8 s) and of the
+agent (a 10 s assignment long-poll), with a short exclusive margin (the simulated cluster
+deletes pods at once, no grace period).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cluster_agents.agent.agent import AgentConfig
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.backends.simulated import SimulatedCluster
 from deploy.fleet import Fleet
@@ -35,7 +37,8 @@ FLAVOR = "nvidia/H100*"  # in both dc-beijing and dc-shenzhen
 @pytest.fixture
 async def fleet(db: Database) -> AsyncIterator[Fleet]:
     await ensure_admin_token(db, ADMIN_TOKEN)
-    f = Fleet(db, ADMIN_TOKEN, config=HubConfig(interval_s=0.2, gang_timeout_s=600, health=HEALTH))
+    config = HubConfig(interval_s=0.2, gang_timeout_s=600, health=HEALTH)
+    f = Fleet(db, ADMIN_TOKEN, config=config, poll_wait_s=AgentConfig.poll_wait_s)
     await f.start_hub()
     await f.call("POST", "/v1/tenants", json={"name": "acme"})
     await f.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
@@ -146,8 +149,10 @@ async def test_a_lost_cluster_is_detected_within_10s_its_fast_job_moves_and_is_f
     async def offline() -> bool:
         return bool((await cluster(fleet, "bj"))["state"] == "Offline")
 
-    await wait_for("bj Offline", offline, 15)
+    await wait_for("bj Offline", offline, 25)
     detected = time.monotonic() - cut
+    # found by bench/failover.py: the cut agent's pending poll kept renewing the heartbeat
+    # on the hub (the handler outlives its client), so detection took 19 s
     assert detected < 10, detected
 
     async def elsewhere() -> bool:
