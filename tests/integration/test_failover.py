@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from api.client import HubClient
 from cluster_agents.agent.agent import AgentConfig
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.backends.simulated import SimulatedCluster
@@ -224,3 +225,10 @@ async def test_a_4xx_is_permanent_and_unreachable_hubs_are_skipped(fleet: Fleet)
         await hub.register(Registration(cluster="not-bj"))
     assert rejected.value.status == 404
     await hub.close()
+
+
+async def test_the_cli_client_moves_to_the_next_hub_address(fleet: Fleet) -> None:
+    dead = Proxy(fleet.port)  # never started: connections refused
+    async with HubClient(f"{dead.url},{fleet.url}", ADMIN_TOKEN) as client:
+        assert (await client.request("GET", "/v1/tenants"))["items"]
+        assert client.url == fleet.url
