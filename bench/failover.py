@@ -120,6 +120,31 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
     return time.monotonic() - start
 
 
+def manifest(name: str, run_s: int, failover: str) -> dict[str, Any]:
+    """A one-pod job of 8 H100s running `run_s` simulated seconds."""
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "tenant": "bench"},
+        "spec": {
+            "queue": "default",
+            "failover": failover,
+            "tasks": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "annotations": {"suanpan.io/run-seconds": str(run_s)},
+                    "resources": {
+                        "cpu": "4",
+                        "memory": "16Gi",
+                        "accelerators": {"count": 8, "anyOf": [{"flavor": "nvidia/H100*"}]},
+                    },
+                }
+            ],
+        },
+    }
+
+
 class Api:
     """Admin calls to whichever hub answers."""
 
@@ -127,7 +152,8 @@ class Api:
         self.hubs = hubs
 
     async def call(self, method: str, path: str, **kw: Any) -> Any:
-        headers = {"Authorization": f"Bearer {ADMIN}"}
+        """The decoded answer of the first hub that answers below 500 (None: none did)."""
+        headers = {"Authorization": f"Bearer {ADMIN}", **kw.pop("headers", {})}
         for url in self.hubs.urls:
             try:
                 async with (
@@ -140,31 +166,18 @@ class Api:
                 continue
         return None
 
-    async def submit(self, name: str) -> str:
-        manifest = {
-            "apiVersion": "suanpan.io/v1",
-            "kind": "Job",
-            "metadata": {"name": name, "tenant": "bench"},
-            "spec": {
-                "queue": "default",
-                "tasks": [
-                    {
-                        "name": "main",
-                        "image": "busybox",
-                        "annotations": {"suanpan.io/run-seconds": "100000"},
-                        "resources": {
-                            "cpu": "4",
-                            "memory": "16Gi",
-                            "accelerators": {"count": 8, "anyOf": [{"flavor": "nvidia/H100*"}]},
-                        },
-                    }
-                ],
-            },
-        }
+    async def submit(
+        self, name: str, *, key: str = "", run_s: int = 100_000, failover: str = "fast"
+    ) -> str:
+        """Submit until a hub acknowledges (safe to repeat with an idempotency key)."""
+        body = manifest(name, run_s, failover)
+        headers = {"Idempotency-Key": key} if key else {}
         while True:
-            body = await self.call("POST", "/v1/jobs", json=manifest)
-            if body and "id" in body:
-                return str(body["id"])
+            reply = await self.call("POST", "/v1/jobs", json=body, headers=headers)
+            if reply and "id" in reply:
+                return str(reply["id"])
+            if reply is not None:
+                raise RuntimeError(f"submission refused: {reply}")
             await asyncio.sleep(0.05)
 
     async def job(self, job_id: str) -> dict[str, Any]:
@@ -174,11 +187,26 @@ class Api:
         await self.call("POST", f"/v1/jobs/{job_id}/cancel")
 
 
-class Agents:
-    """Agent processes over simulated clusters."""
+async def setup_tenancy(api: Api) -> dict[str, str]:
+    """Tenant `bench` with queue `default`; the agent token of each of `CLUSTERS`."""
+    await api.call("POST", "/v1/tenants", json={"name": "bench"})
+    await api.call("POST", "/v1/tenants/bench/queues", json={"name": "default"})
+    tokens = {}
+    for cluster in CLUSTERS:
+        issued = await api.call(
+            "POST",
+            "/v1/tokens",
+            json={"name": f"{cluster}-agent", "role": "agent", "cluster": cluster},
+        )
+        tokens[cluster] = str(issued["token"])
+    return tokens
 
-    def __init__(self, hubs: Hubs, tokens: dict[str, str], workdir: Path) -> None:
-        self.hubs, self.tokens, self.workdir = hubs, tokens, workdir
+
+class Agents:
+    """Agent processes over simulated clusters, each given its list of hub addresses."""
+
+    def __init__(self, urls: dict[str, list[str]], tokens: dict[str, str], workdir: Path) -> None:
+        self.urls, self.tokens, self.workdir = urls, tokens, workdir
         self.procs: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, cluster: str) -> None:
@@ -188,7 +216,7 @@ class Agents:
             "-m",
             "deploy.sim_agent",
             "--hub",
-            ",".join(self.hubs.urls),
+            ",".join(self.urls[cluster]),
             "--cluster",
             cluster,
             "--simulated",
@@ -252,17 +280,8 @@ async def _run() -> list[Figure]:
             for port in hubs.ports:
                 await hubs.start(port)
             api = Api(hubs)
-            await api.call("POST", "/v1/tenants", json={"name": "bench"})
-            await api.call("POST", "/v1/tenants/bench/queues", json={"name": "default"})
-            tokens = {}
-            for cluster in CLUSTERS:
-                issued = await api.call(
-                    "POST",
-                    "/v1/tokens",
-                    json={"name": f"{cluster}-agent", "role": "agent", "cluster": cluster},
-                )
-                tokens[cluster] = issued["token"]
-            agents = Agents(hubs, tokens, workdir)
+            tokens = await setup_tenancy(api)
+            agents = Agents(dict.fromkeys(CLUSTERS, hubs.urls), tokens, workdir)
             for cluster in CLUSTERS:
                 await agents.start(cluster)
             takeover, detection, requeue, db_recovery = [], [], [], []
