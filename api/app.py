@@ -12,6 +12,7 @@ from api.feasibility import FleetCheck
 from api.metrics import metrics_middleware
 from api.problems import problem_middleware
 from api.routes import API
+from api.security import secure_headers
 from federation.catalog import Catalog, load_catalog
 from federation.hubconfig import HubConfig
 from federation.store.database import Database
@@ -42,6 +43,7 @@ def create_app(
         config=config or HubConfig(),
     )
     app.cleanup_ctx.append(_listen)
+    app.on_response_prepare.append(secure_headers)
     API.install(app)
     return app
 

@@ -6,6 +6,7 @@ import time
 import uuid
 
 from aiohttp import web
+from sqlalchemy.exc import SQLAlchemyError
 
 from api.context import ctx
 from api.problems import Handler
@@ -15,22 +16,25 @@ from federation.store.records import Principal
 
 PRINCIPAL = web.RequestKey("principal", Principal)
 CACHE_TTL_S = 2.0
+OUTAGE_GRACE_S = 300.0  # while the database is unreachable, tokens valid this recently pass
 
 
 class TokenCache:
     """Valid tokens seen recently, so most requests skip the token lookup.
 
     Only valid tokens are cached, for `CACHE_TTL_S`: a revocation takes effect at once on the
-    replica that revoked (it clears the cache) and within the TTL on the others.
+    replica that revoked (it clears the cache) and within the TTL on the others. While the
+    database cannot be reached (nothing can be revoked then), a token seen valid within
+    `OUTAGE_GRACE_S` still passes, so that `/metrics` can report the outage.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[Principal, float]] = {}
+        self._entries: dict[str, tuple[Principal, float]] = {}  # token -> (principal, seen at)
 
-    def get(self, token: str) -> Principal | None:
-        """The cached principal of `token`, if fresh."""
+    def get(self, token: str, max_age_s: float = CACHE_TTL_S) -> Principal | None:
+        """The cached principal of `token`, if seen valid within `max_age_s`."""
         entry = self._entries.get(token)
-        if entry is None or entry[1] < time.monotonic():
+        if entry is None or time.monotonic() - entry[1] > max_age_s:
             return None
         return entry[0]
 
@@ -38,7 +42,7 @@ class TokenCache:
         """Remember a valid token."""
         if len(self._entries) > 10_000:
             self._entries.clear()
-        self._entries[token] = (principal, time.monotonic() + CACHE_TTL_S)
+        self._entries[token] = (principal, time.monotonic())
 
     def clear(self) -> None:
         """Forget every token (after a revocation)."""
@@ -59,8 +63,13 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         token = token.strip()
         principal = TOKENS.get(token)
         if principal is None:
-            async with ctx(request).db.connection() as conn:
-                principal = await tokens.authenticate(conn, token)
+            try:
+                async with ctx(request).db.connection() as conn:
+                    principal = await tokens.authenticate(conn, token)
+            except (OSError, SQLAlchemyError):
+                principal = TOKENS.get(token, OUTAGE_GRACE_S)
+                if principal is None:
+                    raise
             if principal is None:
                 raise Unauthorized("unknown or revoked token")
             TOKENS.put(token, principal)

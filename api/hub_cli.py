@@ -92,6 +92,7 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
 
     from api.app import create_app
     from api.context import CONTEXT
+    from api.security import HubRunner
 
     async with database(settings) as db:
         token = await ensure_admin_token(db, settings.admin_token)
@@ -99,7 +100,7 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
             print(f"first admin token (shown once): {token}", flush=True)
         catalog = load_catalog()
         app = create_app(db, catalog=catalog, config=config)
-        runner = web.AppRunner(app, access_log=None)
+        runner = HubRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
         await site.start()
@@ -116,6 +117,16 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
         if controllers is not None:
             await controllers
         await runner.cleanup()
+
+
+async def _migrate(url: str) -> str:
+    """Migrate to the latest schema; say from where to where, or that nothing was to do."""
+    before = await migrate.current_revision(url)
+    await migrate.upgrade(url)
+    after = await migrate.current_revision(url)
+    if before == after:
+        return f"database already at the latest schema ({after})"
+    return f"database migrated from {before or 'an empty schema'} to {after} (the latest)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -163,9 +174,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if settings.database_url is None:
             print("suanpan-hub migrate: set DATABASE_URL", file=sys.stderr)
             return 2
-        asyncio.run(migrate.upgrade(settings.database_url))
+        print(asyncio.run(_migrate(settings.database_url)))
         compiled, failed = asyncio.run(compile_uncompiled(settings.database_url, load_catalog()))
-        print("database is at the latest schema")
         if compiled or failed:
             print(f"compiled {compiled} earlier jobs; {failed} could not be and were failed")
         return 0

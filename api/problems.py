@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable
+import traceback
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
 from pydantic import ValidationError
+from sqlalchemy import exc as sa_exc
 
-from federation.errors import FieldError, InvalidInput, SuanpanError
+from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
 from federation.spec import DNS_LABEL
 from federation.store.database import DATABASE_DOWN
 
@@ -18,6 +20,7 @@ PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
 DNS_LABEL_MESSAGE = (
     "must be a DNS-1123 label: lowercase letters, digits and '-', alphanumeric at both ends"
 )
+NUL_MESSAGE = "must not contain the NUL character (\\u0000)"
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -25,13 +28,37 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 RETRY_AFTER_S = 2
 
 
-def problem_response(status: int, title: str, detail: str, kind: str, **extra: Any) -> web.Response:
+def problem_response(
+    status: int,
+    title: str,
+    detail: str,
+    kind: str,
+    headers: Mapping[str, str] | None = None,
+    **extra: Any,
+) -> web.Response:
     """A problem+json response."""
     body = {"type": PROBLEM_TYPE_BASE + kind, "title": title, "status": status, "detail": detail}
     body.update(extra)
     return web.Response(
-        status=status, text=json.dumps(body), content_type="application/problem+json"
+        status=status,
+        text=json.dumps(body),
+        content_type="application/problem+json",
+        headers=headers,
     )
+
+
+def problem_body(exc: SuanpanError) -> dict[str, Any]:
+    """The problem document of a domain error."""
+    body: dict[str, Any] = {
+        "type": PROBLEM_TYPE_BASE + exc.kind,
+        "title": exc.title,
+        "status": exc.status,
+        "detail": exc.detail,
+        **exc.extra,
+    }
+    if exc.errors:
+        body["errors"] = [e.as_dict() for e in exc.errors]
+    return body
 
 
 def _path(loc: tuple[int | str, ...]) -> str:
@@ -69,6 +96,8 @@ def field_errors(exc: ValidationError, prefix: tuple[str | int, ...] = ()) -> li
             message = "unknown field"
         elif err["type"] == "string_pattern_mismatch" and err["ctx"]["pattern"] == DNS_LABEL:
             message = DNS_LABEL_MESSAGE
+        elif isinstance(err.get("input"), str) and "\x00" in err["input"]:
+            message = NUL_MESSAGE
         out.append(FieldError(_path(prefix + loc), message, _expected(err)))
     return out
 
@@ -87,27 +116,59 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         return await handler(request)
     except SuanpanError as exc:
-        extra = dict(exc.extra)
-        if exc.errors:
-            extra["errors"] = [e.as_dict() for e in exc.errors]
-        return problem_response(exc.status, exc.title, exc.detail, exc.kind, **extra)
+        headers = (
+            {"WWW-Authenticate": _challenge(request)} if isinstance(exc, Unauthorized) else None
+        )
+        response = web.Response(
+            status=exc.status,
+            text=json.dumps(problem_body(exc)),
+            content_type="application/problem+json",
+            headers=headers,
+        )
+        if exc.status == 408:  # the rest of the body may still come: the connection is done
+            response.force_close()
+        return response
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         kinds = {404: "not-found", 405: "method-not-allowed", 413: "too-large"}
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
         return problem_response(
-            exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http")
+            exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http"), allow
         )
     except DATABASE_DOWN as exc:
-        log.warning("database unavailable on %s %s: %r", request.method, request.path, exc)
+        log.error("database unavailable on %s %s: %s", request.method, request.path, _kind(exc))
         response = problem_response(
-            503,
-            "Database unavailable",
-            "the hub cannot reach its database; retry shortly",
-            "database-unavailable",
+            503, "Service unavailable", "the database does not answer; retry later", "unavailable"
         )
         response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
+    except sa_exc.StatementError as exc:
+        # never log the exception's text: it carries the statement's parameters (specs, env)
+        log.error(
+            "database statement failed on %s %s: %s\n%s%s",
+            request.method,
+            request.path,
+            _kind(exc),
+            exc.statement,
+            "".join(traceback.format_tb(exc.__traceback__)),
+        )
+        return problem_response(500, "Internal error", "unexpected error; see hub logs", "internal")
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return problem_response(500, "Internal error", "unexpected error; see hub logs", "internal")
+
+
+def _challenge(request: web.Request) -> str:
+    """The RFC 6750 challenge of a 401: `invalid_token` when a token was sent."""
+    if request.headers.get("Authorization"):
+        return 'Bearer realm="suanpan", error="invalid_token"'
+    return 'Bearer realm="suanpan"'
+
+
+def _kind(exc: BaseException) -> str:
+    """An exception's class and, for a database error, its SQLSTATE (never its message)."""
+    orig = getattr(exc, "orig", None)
+    code = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    name = type(orig).__name__ if orig is not None else type(exc).__name__
+    return f"{name} (SQLSTATE {code})" if code else name

@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import yaml
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
-from pydantic.json_schema import models_json_schema
+from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
 from api.auth import PRINCIPAL
 from api.problems import invalid
-from federation.errors import Forbidden, InvalidInput, Unauthorized
+from federation.errors import (
+    FieldError,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    SuanpanError,
+    Unauthorized,
+)
 from federation.store.records import Principal, Role
 
 M = TypeVar("M", bound=BaseModel)
@@ -23,6 +32,9 @@ ALL_ROLES: frozenset[Role] = frozenset({"admin", "member", "viewer", "agent"})
 READERS: frozenset[Role] = frozenset({"admin", "member", "viewer"})
 WRITERS: frozenset[Role] = frozenset({"admin", "member"})
 ADMIN: frozenset[Role] = frozenset({"admin"})
+BODY_TIMEOUT_S = 60.0  # a client that announces a body must send all of it within this
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
+HEADER_PATTERN = "^[!-~]{1,128}$"  # the documented form of the headers operations read
 
 
 @dataclass
@@ -90,16 +102,93 @@ class Operation:
         return self.handler.__name__
 
 
-def _load_body(raw: bytes, content_type: str) -> Any:
+class _YamlLoader(yaml.SafeLoader):
+    """Safe YAML read by the YAML 1.2 core schema, so that it means what its JSON form means:
+    only `true`/`false` are booleans (`on`, `off`, `yes`, `no` stay strings), integers are
+    decimal (`010` is ten; `0o`, `0x` prefixes), no sexagesimal `1:20`, no timestamps; and no
+    aliases (the seed of expansion bombs)."""
+
+    yaml_implicit_resolvers: dict[Any, Any] = {}
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("aliases (*name) are not accepted")
+        return super().compose_node(parent, index)
+
+    def construct_core_int(self, node: yaml.ScalarNode) -> int:
+        """A YAML 1.2 core integer (pyyaml's own reads `010` as octal and `1:20` as 80)."""
+        text = str(self.construct_scalar(node))
+        if text[:2] in ("0o", "0x"):
+            return int(text[2:], 8 if text[1] == "o" else 16)
+        return int(text)
+
+
+for _tag, _pattern, _first in (
+    ("bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("int", r"[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+", "-+0123456789"),
+    (
+        "float",
+        r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN)",
+        "-+.0123456789",
+    ),
+    ("null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+):
+    _YamlLoader.add_implicit_resolver(
+        f"tag:yaml.org,2002:{_tag}", re.compile(rf"^(?:{_pattern})$"), list(_first)
+    )
+_YamlLoader.add_constructor("tag:yaml.org,2002:int", _YamlLoader.construct_core_int)
+
+
+class BodyTimeout(SuanpanError):
+    """The client announced a body and did not send it in time."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the request body did not arrive within {BODY_TIMEOUT_S:g} s",
+            408,
+            "Request timeout",
+            "timeout",
+        )
+
+
+def _as_json(raw: bytes, content_type: str) -> bytes:
+    """The body as JSON text: YAML bodies are converted, JSON ones passed through."""
     if not raw:
         raise InvalidInput("a request body is required")
+    if content_type not in YAML_TYPES:
+        return raw
     try:
-        if content_type in ("application/yaml", "application/x-yaml", "text/yaml"):
-            return yaml.safe_load(raw)
-        return json.loads(raw)
-    except (ValueError, yaml.YAMLError) as exc:
-        kind = "YAML" if "yaml" in content_type else "JSON"
-        raise InvalidInput(f"body is not valid {kind}: {str(exc).splitlines()[0]}") from exc
+        data = yaml.load(raw, Loader=_YamlLoader)
+        return json.dumps(data, allow_nan=False).encode()
+    except RecursionError as exc:
+        raise InvalidInput("body is not valid YAML: nested too deeply") from exc
+    except (ValueError, TypeError, yaml.YAMLError) as exc:
+        raise InvalidInput(f"body is not valid YAML: {str(exc).splitlines()[0]}") from exc
+
+
+def parse_body(model: type[M], raw: bytes, content_type: str) -> M:
+    """Validate a JSON or YAML body against `model` strictly: JSON types exactly as declared."""
+    try:
+        return model.model_validate_json(_as_json(raw, content_type), strict=True)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        if first["type"] == "json_invalid":
+            raise InvalidInput(f"body is not valid JSON: {first['ctx']['error']}") from exc
+        raise invalid(exc, "request body") from exc
+
+
+def parse_query(model: type[M], request: web.Request) -> M:
+    """Validate query parameters against `model`; each may be given once."""
+    repeated = sorted({k for k in request.query if len(request.query.getall(k)) > 1})
+    if repeated:
+        raise InvalidInput(
+            f"query parameter {repeated[0]!r} is given more than once",
+            [FieldError(f"query.{k}", "given more than once", "one value") for k in repeated],
+        )
+    try:
+        return model.model_validate(dict(request.query), strict=True)
+    except ValidationError as exc:
+        raise invalid(exc, "query", ("query",)) from exc
 
 
 class Api:
@@ -162,22 +251,24 @@ def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResp
                 raise Unauthorized()
             if principal.role not in op.roles:
                 raise Forbidden(f"role {principal.role!r} may not {op.summary.lower()}")
-        query = None
-        if op.query is not None:
-            try:
-                query = op.query.model_validate(dict(request.query))
-            except ValidationError as exc:
-                raise invalid(exc, "query", ("query",)) from exc
+        for name, value in request.match_info.items():
+            if "\x00" in value:  # no stored name holds NUL: nothing by that name exists
+                raise NotFound(name, value)
+        query = None if op.query is None else parse_query(op.query, request)
         body = None
         if op.body is not None:
-            raw = await request.read()
+            if (request.content_length or 0) > op.max_body:
+                raise web.HTTPRequestEntityTooLarge(
+                    max_size=op.max_body, actual_size=request.content_length or 0
+                )
+            try:
+                async with asyncio.timeout(BODY_TIMEOUT_S):
+                    raw = await request.read()
+            except TimeoutError as exc:
+                raise BodyTimeout() from exc
             if len(raw) > op.max_body:
                 raise web.HTTPRequestEntityTooLarge(max_size=op.max_body, actual_size=len(raw))
-            data = _load_body(raw, request.content_type)
-            try:
-                body = op.body.model_validate(data)
-            except ValidationError as exc:
-                raise invalid(exc, "request body") from exc
+            body = parse_body(op.body, raw, request.content_type)
         reply = await op.handler(Call(request, principal, body, query))
         if isinstance(reply, web.StreamResponse):
             return reply
@@ -195,25 +286,31 @@ def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResp
 
 
 _ERROR_TEXT = {
-    400: "Bad request",
+    400: "Bad request: the request line or a header is too long or malformed",
     401: "No valid bearer token",
     403: "The token's role may not do this",
     404: "Not found (or not visible to this token)",
     409: "Conflict with the current state",
+    408: "The announced body did not arrive in time",
     413: "Body too large",
     422: "Invalid input: problem document with field errors",
+    503: "The database does not answer; retry later",
 }
 
 
 def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
     """The OpenAPI 3.1 document of every registered operation."""
-    models: set[type[BaseModel]] = set()
+    # bodies as they are validated, responses as they are serialized (aliases, computed names)
+    keyed: set[tuple[type[BaseModel], JsonSchemaMode]] = set()
     for op in api.operations:
-        models.update(m for m in (op.body, op.response) if m is not None)
-    mode: Literal["validation"] = "validation"
-    keyed = [(m, mode) for m in sorted(models, key=lambda m: m.__name__)]
+        if op.body is not None:
+            keyed.add((op.body, "validation"))
+        if op.response is not None:
+            keyed.add((op.response, "serialization"))
     refs, schema = models_json_schema(
-        keyed, by_alias=True, ref_template="#/components/schemas/{model}"
+        sorted(keyed, key=lambda k: (k[0].__name__, k[1])),
+        by_alias=True,
+        ref_template="#/components/schemas/{model}",
     )
     components = dict(schema.get("$defs", {}))
     components["Problem"] = {
@@ -258,7 +355,7 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
                 "name": h,
                 "in": "header",
                 "required": False,
-                "schema": {"type": "string", "maxLength": 128},
+                "schema": {"type": "string", "pattern": HEADER_PATTERN},
             }
             for h in op.headers
         ]
@@ -277,12 +374,17 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             }
         ok: dict[str, Any] = {"description": "OK"}
         if op.response is not None:
-            ok["content"] = {"application/json": {"schema": refs[(op.response, "validation")]}}
+            ok["content"] = {"application/json": {"schema": refs[(op.response, "serialization")]}}
+        links = _links(op, api.operations)
+        if links:
+            ok["links"] = links
         item["responses"][str(op.status)] = ok
         codes = (
             set(op.errors)
+            | {400, 503}  # an unreadable request; the database is down
             | ({401, 403} if op.roles else set())
             | ({422} if op.body or op.query else set())
+            | ({408, 413} if op.body else set())
         )
         for code in sorted(codes):
             item["responses"][str(code)] = {
@@ -301,6 +403,27 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
     }
+
+
+def _links(producer: Operation, operations: Iterable[Operation]) -> dict[str, Any]:
+    """OpenAPI links from an operation that creates a resource to those that act on it.
+
+    `POST /v1/tenants` creates what `/v1/tenants/{tenant}...` names when that is the only new
+    path parameter: it comes from the response (`id` for `*_id` parameters, else `name`), the
+    others from the creating request's own path.
+    """
+    if producer.method != "POST" or producer.status != 201:
+        return {}
+    known = set(_path_params(producer.path))
+    out: dict[str, Any] = {}
+    for op in operations:
+        new = [p for p in _path_params(op.path) if p not in known]
+        if not op.path.startswith(producer.path + "/{") or len(new) != 1:
+            continue
+        params = {name: f"$request.path.{name}" for name in _path_params(op.path) if name in known}
+        params[new[0]] = "$response.body#/" + ("id" if new[0].endswith("_id") else "name")
+        out[op.operation_id] = {"operationId": op.operation_id, "parameters": params}
+    return out
 
 
 def _path_params(path: str) -> list[str]:

@@ -6,9 +6,17 @@ import uuid
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+)
 
-from federation.spec import DnsLabel
+from federation.spec import DnsLabel, label_map
+from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 JOB_STATES = (
     "Queued",
@@ -27,6 +35,29 @@ JobState = Literal[
 
 class _In(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _query_int(value: object) -> object:
+    """A query parameter's text as an integer: ASCII digits only, no sign, space or `_`."""
+    if isinstance(value, str):
+        if not (value.isascii() and value.isdigit() and len(value) <= 20):
+            raise ValueError("must be a whole number written in ASCII digits")
+        return int(value)
+    return value
+
+
+def _query_float(value: object) -> object:
+    """A query parameter's text as a number: ASCII `digits[.digits]`, nothing else."""
+    if isinstance(value, str):
+        whole, _, frac = value.partition(".")
+        if not all(p.isascii() and p.isdigit() and len(p) <= 20 for p in (whole, frac or "0")):
+            raise ValueError("must be a number written as ASCII digits[.digits]")
+        return float(value)
+    return value
+
+
+QueryInt = Annotated[int, Field(le=INT64_MAX), BeforeValidator(_query_int)]
+QueryFloat = Annotated[float, BeforeValidator(_query_float)]
 
 
 class _Out(BaseModel):
@@ -52,7 +83,9 @@ class TenantIn(_In):
     """A tenant to create."""
 
     name: DnsLabel
-    display_name: str = Field(default="", alias="displayName", max_length=256)
+    display_name: Annotated[str, StringConstraints(max_length=256), NUL_FREE] = Field(
+        default="", alias="displayName"
+    )
 
 
 class TenantOut(_Out):
@@ -85,7 +118,7 @@ class QueuePatch(_In):
     cohort: DnsLabel | None = None
     weight: float | None = Field(default=None, gt=0, le=1000)
     quota: dict[QuotaResource, QuotaEntry] | None = Field(default=None, max_length=64)
-    version: int | None = Field(default=None, ge=1)
+    version: int | None = Field(default=None, ge=1, le=INT32_MAX)
 
 
 class QueueOut(_Out):
@@ -156,11 +189,49 @@ class JobOut(_Out):
     finished_at: datetime | None = Field(alias="finishedAt")
 
 
+MAX_BATCH = 1000
+
+
+class BatchItem(_In):
+    """One job of a batch: its manifest (as for `POST /v1/jobs`) and its idempotency key."""
+
+    idempotency_key: str | None = Field(
+        default=None, alias="idempotencyKey", pattern=r"^[!-~]{1,128}$"
+    )
+    manifest: dict[str, Any] = Field(description="a job manifest, as for POST /v1/jobs")
+
+
+class JobBatch(_In):
+    """Many jobs in one request (parameter sweeps); each is accepted or refused on its own."""
+
+    items: list[BatchItem] = Field(min_length=1, max_length=MAX_BATCH)
+
+
+class BatchOutcome(_Out):
+    """What became of one item: 201 (queued), 200 (a repeat of its key) or a 4xx problem."""
+
+    status: int
+    job: JobOut | None = None
+    problem: dict[str, Any] | None = None
+
+
+class JobBatchResult(_Out):
+    """The outcome of every item, in the request's order."""
+
+    items: list[BatchOutcome]
+
+
 class JobList(_Out):
     """A page of jobs."""
 
     items: list[JobOut]
     next_cursor: str | None = Field(alias="nextCursor")
+
+
+def _label_selector(value: str) -> str:
+    """`k=v[,k=v]` where every pair is a valid label (a selector for nothing else matches)."""
+    label_map(dict(pair.partition("=")[::2] for pair in value.split(",")))
+    return value
 
 
 class JobQuery(_In):
@@ -180,12 +251,18 @@ class JobQuery(_In):
     ) = Field(default=None, description="comma-separated states")
     label: (
         Annotated[
-            str, StringConstraints(max_length=512, pattern=r"^[^=,]+=[^=,]*(,[^=,]+=[^=,]*)*$")
+            str,
+            StringConstraints(
+                max_length=4096, pattern=r"^[^=,\x00]+=[^=,\x00]*(,[^=,\x00]+=[^=,\x00]*)*$"
+            ),
+            AfterValidator(_label_selector),
         ]
         | None
     ) = Field(default=None, description="k=v[,k=v]: jobs carrying all these labels")
-    limit: int = Field(default=50, ge=1, le=500)
-    cursor: Annotated[str, StringConstraints(max_length=64)] | None = None
+    limit: QueryInt = Field(default=50, ge=1, le=500)
+    cursor: Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")] | None = (
+        None
+    )
 
 
 class EventOut(_Out):
@@ -208,8 +285,8 @@ class EventList(_Out):
 class EventQuery(_In):
     """Paging of events."""
 
-    after: int = Field(default=0, ge=0)
-    limit: int = Field(default=100, ge=1, le=1000)
+    after: QueryInt = Field(default=0, ge=0)
+    limit: QueryInt = Field(default=100, ge=1, le=1000)
 
 
 class ClusterReason(_Out):

@@ -102,6 +102,40 @@ async def _load(url: str, token: str, clients: int, duration: float) -> tuple[in
     return len(latencies), latencies
 
 
+BATCH = 1000
+BATCHES = 10
+
+
+async def _batches(url: str, token: str) -> Figure:
+    """Jobs/s through `POST /v1/job-batches`: BATCHES requests of BATCH jobs, two at a time."""
+    headers = {"Authorization": f"Bearer {token}"}
+    done = 0
+
+    async def one(session: aiohttp.ClientSession, start: int) -> None:
+        nonlocal done
+        items = [
+            {"idempotencyKey": f"sweep-{start + i}", "manifest": _manifest(start + i)}
+            for i in range(BATCH)
+        ]
+        async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:
+            body = await resp.json()
+        done += sum(o["status"] == 201 for o in body["items"])
+
+    began = time.perf_counter()
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for pair in range(0, BATCHES, 2):
+            await asyncio.gather(*(one(session, (pair + k) * BATCH) for k in range(2)))
+    seconds = time.perf_counter() - began
+    print(f"batch: {done / seconds:7.0f} jobs/s ({BATCHES} x {BATCH})")
+    return Figure(
+        "api_batch_jobs_per_s",
+        done / seconds,
+        "jobs/s",
+        True,
+        {"batch": BATCH, "batches": BATCHES, "load_average": os.getloadavg()[0]},
+    )
+
+
 async def _study(workers: int) -> list[Figure]:
     pg = EmbeddedPostgres()
     db_url = await pg.start()
@@ -163,6 +197,7 @@ async def _study(workers: int) -> list[Figure]:
                 f"  cpu/submission: hub {params['hub_cpu_ms_per_submission']} ms,"
                 f" postgres {params['postgres_cpu_ms_per_submission']} ms"
             )
+        figures.append(await _batches(url, token))
     finally:
         for p in procs:
             p.terminate()

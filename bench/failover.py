@@ -104,7 +104,10 @@ async def _ok(url: str) -> bool:
 
 async def _leads(port: int) -> bool:
     try:
-        async with aiohttp.ClientSession() as s, s.get(f"http://127.0.0.1:{port}/metrics") as r:
+        async with (
+            aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s,
+            s.get(f"http://127.0.0.1:{port}/metrics") as r,
+        ):
             return "suanpan_scheduler_leader 1.0" in await r.text()
     except aiohttp.ClientError:
         return False

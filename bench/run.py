@@ -69,6 +69,13 @@ STUDIES = (
         " process).",
     ),
     Study(
+        "bench.api_fuzz",
+        "API fuzzing: schemathesis and hostile manifests",
+        "Aim: 0 server errors and 0 responses off the OpenAPI document (schemathesis in every"
+        " phase, stateful links, negative data; hypothesis manifests with hostile strings and"
+        " numbers).",
+    ),
+    Study(
         "bench.failover",
         "Failover with real processes: leader kill -9, cluster loss, database restart",
         "Aims: scheduling resumes within 5 s of the leader's kill -9; a lost cluster detected"

@@ -21,34 +21,66 @@ from pydantic import (
 
 from federation.catalog.quantity import parse_quantity
 from federation.catalog.types import Vendor
+from federation.validation import NUL_FREE
 
 MAX_TASKS = 16
 MAX_REPLICAS = 1024
 MAX_FLAVOR_CHOICES = 16
 MAX_LABELS = 64
 
+MAX_ANNOTATION_BYTES = 256 * 1024  # Kubernetes' limit on all annotations of an object
+
+# pydantic runs these on Rust's regex engine: `$` is the very end (see federation.validation)
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 DnsLabel = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL)]
+LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE)]
 
 
-def _label_map(value: dict[str, str]) -> dict[str, str]:
+def qualified_name(key: str) -> bool:
+    """Whether `key` is a Kubernetes qualified name (label and annotation keys).
+
+    `[prefix/]name`: the optional prefix a DNS subdomain of at most 253 characters, the name
+    at most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends.
+    """
+    prefix, slash, name = key.rpartition("/")
+    if slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return len(name) <= 63 and _NAME.fullmatch(name) is not None
+
+
+def label_map(value: dict[str, str]) -> dict[str, str]:
+    """`value` if it is a valid Kubernetes label set, else ValueError naming the bad label."""
     if len(value) > MAX_LABELS:
         raise ValueError(f"at most {MAX_LABELS} labels, got {len(value)}")
     for key, val in value.items():
-        name = key.rsplit("/", 1)[-1]
-        if len(key) > 253 or len(name) > 63 or not _LABEL_KEY.match(key):
+        if not qualified_name(key):
             raise ValueError(f"label key {key!r} is not a valid Kubernetes label key")
-        if len(val) > 63 or not _LABEL_VALUE.match(val):
+        if len(val) > 63 or (val and _NAME.fullmatch(val) is None):
             raise ValueError(f"label value {val!r} of {key!r} is not a valid label value")
     return value
 
 
-Labels = Annotated[dict[str, str], AfterValidator(_label_map)]
+Labels = Annotated[dict[str, str], AfterValidator(label_map)]
+
+
+def _annotation_map(value: dict[str, str]) -> dict[str, str]:
+    for key in value:
+        if not qualified_name(key):
+            raise ValueError(f"annotation key {key!r} is not a valid Kubernetes annotation key")
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in value.items())
+    if size > MAX_ANNOTATION_BYTES:
+        raise ValueError(
+            f"annotations total {size} bytes; Kubernetes allows {MAX_ANNOTATION_BYTES}"
+        )
+    return value
+
+
+Image = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00]+$")]
+"""A container image reference: no whitespace (Kubernetes refuses surrounding space) or NUL."""
+Text = Annotated[str, StringConstraints(max_length=4096), NUL_FREE]
 
 
 def _cpu(value: str | int) -> str:
@@ -65,8 +97,9 @@ def _memory(value: str | int) -> str:
     return str(value)
 
 
-CpuQuantity = Annotated[str | int, AfterValidator(_cpu)]
-MemoryQuantity = Annotated[str | int, AfterValidator(_memory)]
+_Quantity = Annotated[str, StringConstraints(max_length=64)] | Annotated[int, Field(ge=0)]
+CpuQuantity = Annotated[_Quantity, AfterValidator(_cpu)]
+MemoryQuantity = Annotated[_Quantity, AfterValidator(_memory)]
 
 
 class _Strict(BaseModel):
@@ -82,7 +115,7 @@ class FlavorChoice(_Strict):
         pattern=r"^[a-z0-9-]+/[A-Za-z0-9.*_+-]+$",
         description='Catalog flavor or pattern: "huawei/Ascend910B3", "nvidia/H100*", "metax/*"',
     )
-    image: str | None = Field(default=None, max_length=512, description="image for this flavor")
+    image: Image | None = Field(default=None, description="image for this flavor")
     count: int | None = Field(
         default=None, ge=1, le=64, description="devices per replica on this flavor"
     )
@@ -128,23 +161,19 @@ class Task(_Strict):
 
     name: DnsLabel
     replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
-    image: str | None = Field(default=None, max_length=512)
-    images: dict[Vendor, Annotated[str, StringConstraints(max_length=512)]] = Field(
+    image: Image | None = None
+    images: dict[Vendor, Image] = Field(
         default_factory=dict, description="image per accelerator vendor"
     )
-    command: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
-        default_factory=list, max_length=64
-    )
-    args: list[Annotated[str, StringConstraints(max_length=4096)]] = Field(
-        default_factory=list, max_length=256
-    )
+    command: list[Text] = Field(default_factory=list, max_length=64)
+    args: list[Text] = Field(default_factory=list, max_length=256)
     env: dict[
         Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=256)],
-        Annotated[str, StringConstraints(max_length=32768)],
+        Annotated[str, StringConstraints(max_length=32768), NUL_FREE],
     ] = Field(default_factory=dict, max_length=128)
-    annotations: dict[
-        Annotated[str, StringConstraints(max_length=253)],
-        Annotated[str, StringConstraints(max_length=4096)],
+    annotations: Annotated[
+        dict[Annotated[str, StringConstraints(max_length=317)], Text],
+        AfterValidator(_annotation_map),
     ] = Field(default_factory=dict, max_length=64, description="pod annotations")
     resources: Resources = Resources()
 

@@ -9,7 +9,7 @@ from pydantic import Field
 from api.context import ctx
 from api.registry import Call, Reply
 from api.routes import API
-from api.schemas import _In
+from api.schemas import QueryFloat, QueryInt, _In
 from federation.store import agents
 from federation.store.listener import PLACEMENTS
 from federation.store.records import Role
@@ -31,8 +31,8 @@ AGENT: frozenset[Role] = frozenset({"agent"})
 class AssignmentQuery(_In):
     """Resume point and how long to hold the request when nothing changed."""
 
-    after: int = Field(default=0, ge=0)
-    wait: float = Field(default=0, ge=0, le=60)
+    after: QueryInt = Field(default=0, ge=0)
+    wait: QueryFloat = Field(default=0, ge=0, le=60)
 
 
 @API.op(

@@ -10,11 +10,15 @@ from federation.store.records import Event, Job
 
 
 def parse_id(what: str, raw: str) -> uuid.UUID:
-    """A UUID path parameter; a malformed one names nothing, so it is not found."""
+    """A UUID path parameter in its canonical 8-4-4-4-12 form (not braces, `urn:uuid:` or bare
+    hex, which `uuid.UUID` would also read); anything else names nothing, so it is not found."""
     try:
-        return uuid.UUID(raw)
+        parsed = uuid.UUID(raw)
     except ValueError as exc:
         raise NotFound(what, raw) from exc
+    if str(parsed) != raw.lower():
+        raise NotFound(what, raw)
+    return parsed
 
 
 def job_out(job: Job) -> JobOut:

@@ -4,22 +4,38 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+
+from pydantic import ValidationError
 
 from api.auth import tenant_scope
 from api.context import ctx
-from api.registry import WRITERS, Call, Reply
+from api.problems import invalid, problem_body
+from api.registry import HEADER_PATTERN, WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, job_out, parse_id
-from api.schemas import ClusterReason, EventList, EventQuery, Explanation, JobList, JobOut, JobQuery
+from api.schemas import (
+    BatchOutcome,
+    ClusterReason,
+    EventList,
+    EventQuery,
+    Explanation,
+    JobBatch,
+    JobBatchResult,
+    JobList,
+    JobOut,
+    JobQuery,
+)
 from federation.compiled import CompiledJob, JobFacts, core_job
 from federation.compiler import CompileError, compile_job
-from federation.errors import FieldError, InvalidInput, NotFound, Unrunnable
+from federation.errors import FieldError, InvalidInput, NotFound, SuanpanError, Unrunnable
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.tenancy import SubmissionTarget
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
 
 
 async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
@@ -102,44 +118,112 @@ async def submit_job(call: Call) -> Reply:
     """Queue a job; with `Idempotency-Key`, a retry returns the first job (200)."""
     manifest = call.body_as(JobManifest)
     key = call.request.headers.get(IDEMPOTENCY_HEADER)
-    if key is not None and not 1 <= len(key) <= 128:
+    if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
         raise InvalidInput(
-            f"{IDEMPOTENCY_HEADER} must be 1 to 128 characters",
-            [FieldError(f"header.{IDEMPOTENCY_HEADER}", "bad length", "1..128 characters")],
+            f"{IDEMPOTENCY_HEADER} must be 1 to 128 printable ASCII characters",
+            [
+                FieldError(
+                    f"header.{IDEMPOTENCY_HEADER}",
+                    "must be 1 to 128 printable ASCII characters, no space",
+                    f"matches {HEADER_PATTERN}",
+                )
+            ],
         )
+    new = await _prepare(call, manifest, key, {})
+    async with ctx(call.request).db.transaction() as conn:
+        job, created = await job_store.submit(conn, new)
+    return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
+
+
+Targets = dict[tuple[str | None, str, str], SubmissionTarget]
+
+
+async def _prepare(
+    call: Call, manifest: JobManifest, key: str | None, targets: Targets
+) -> job_store.NewJob:
+    """What the store needs to queue a validated manifest: compiled, its tenant, queue and
+    priority resolved (remembered in `targets`), refused if no cluster could ever run it."""
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
     digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
     compiled = _compile(call, manifest)
-    target = await _target(call, manifest)
+    where = (manifest.metadata.tenant, manifest.spec.queue, manifest.spec.priority_class)
+    target = targets.get(where)
+    if target is None:
+        target = targets[where] = await _target(call, manifest)
     assert target.queue_id is not None and target.priority is not None
     await _check_runnable(
         call, manifest, compiled, f"{target.tenant}/{manifest.spec.queue}", target.priority
     )
+    return job_store.NewJob(
+        tenant_id=target.tenant_id,
+        tenant=target.tenant,
+        queue_id=target.queue_id,
+        queue=manifest.spec.queue,
+        name=manifest.metadata.name,
+        labels=manifest.metadata.labels,
+        spec=spec,
+        compiled=compiled.model_dump(mode="json", by_alias=True),
+        priority=target.priority,
+        priority_class=manifest.spec.priority_class,
+        preemptible=(
+            manifest.spec.preemptible
+            if manifest.spec.preemptible is not None
+            else target.preemptible_default
+        ),
+        tasks=[(t.name, t.replicas) for t in compiled.tasks],
+        idempotency_key=key,
+        request_hash=digest,
+    )
+
+
+@API.op(
+    "POST",
+    "/v1/job-batches",
+    summary="Submit many jobs",
+    tag="jobs",
+    roles=WRITERS,
+    body=JobBatch,
+    response=JobBatchResult,
+    status=200,
+    errors=(413,),
+)
+async def submit_batch(call: Call) -> Reply:
+    """Queue up to 1,000 jobs in one request, each with its own idempotency key: every item is
+    accepted (201, or 200 for a repeat of its key) or refused with its own problem document,
+    whatever the others do; all accepted ones are written in one transaction."""
+    batch = call.body_as(JobBatch)
+    targets: Targets = {}
+    outcomes: list[BatchOutcome | None] = []
+    news: list[job_store.NewJob] = []
+    for item in batch.items:
+        try:
+            manifest = JobManifest.model_validate_json(json.dumps(item.manifest), strict=True)
+        except ValidationError as exc:
+            outcomes.append(_refused(invalid(exc, "manifest")))
+            continue
+        try:
+            news.append(await _prepare(call, manifest, item.idempotency_key, targets))
+        except SuanpanError as exc:
+            outcomes.append(_refused(exc))
+            continue
+        outcomes.append(None)
     async with ctx(call.request).db.transaction() as conn:
-        job, created = await job_store.submit(
-            conn,
-            job_store.NewJob(
-                tenant_id=target.tenant_id,
-                tenant=target.tenant,
-                queue_id=target.queue_id,
-                queue=manifest.spec.queue,
-                name=manifest.metadata.name,
-                labels=manifest.metadata.labels,
-                spec=spec,
-                compiled=compiled.model_dump(mode="json", by_alias=True),
-                priority=target.priority,
-                priority_class=manifest.spec.priority_class,
-                preemptible=(
-                    manifest.spec.preemptible
-                    if manifest.spec.preemptible is not None
-                    else target.preemptible_default
-                ),
-                tasks=[(t.name, t.replicas) for t in compiled.tasks],
-                idempotency_key=key,
-                request_hash=digest,
-            ),
-        )
-    return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
+        results = iter(await job_store.submit_many(conn, news))
+    items = []
+    for outcome in outcomes:
+        if outcome is None:
+            result = next(results)
+            outcome = (
+                _refused(result)
+                if isinstance(result, SuanpanError)
+                else BatchOutcome(status=201 if result[1] else 200, job=job_out(result[0]))
+            )
+        items.append(outcome)
+    return Reply(200, JobBatchResult(items=items))
+
+
+def _refused(exc: SuanpanError) -> BatchOutcome:
+    return BatchOutcome(status=exc.status, problem=problem_body(exc))
 
 
 @API.op("GET", "/v1/jobs/{job_id}", summary="Get a job", tag="jobs", response=JobOut, errors=(404,))
@@ -151,7 +235,15 @@ async def get_job(call: Call) -> Reply:
     return Reply(200, job_out(job))
 
 
-@API.op("GET", "/v1/jobs", summary="List jobs", tag="jobs", query=JobQuery, response=JobList)
+@API.op(
+    "GET",
+    "/v1/jobs",
+    summary="List jobs",
+    tag="jobs",
+    query=JobQuery,
+    response=JobList,
+    errors=(404,),
+)
 async def list_jobs(call: Call) -> Reply:
     """Jobs newest first, filtered, with cursor pagination."""
     q = call.query_as(JobQuery)

@@ -18,9 +18,14 @@ from api.metrics import DATABASE_UP, STATE
 from api.registry import Call, Reply, openapi_document
 from api.routes import API
 from api.schemas import Health
+from api.security import page_headers
+from federation.errors import Forbidden
 from federation.metrics import REGISTRY
 from federation.store import clusters as cluster_store
 from federation.store import jobs as job_store
+from federation.store.records import Role
+
+READY_TIMEOUT_S = 5.0
 
 
 @API.op("GET", "/healthz", summary="Liveness", tag="meta", roles=(), response=Health)
@@ -31,16 +36,28 @@ async def healthz(call: Call) -> Reply:
 
 @API.op("GET", "/readyz", summary="Readiness", tag="meta", roles=(), response=Health, errors=(503,))
 async def readyz(call: Call) -> Reply:
-    """The database answers."""
-    async with ctx(call.request).db.connection() as conn:
+    """The database answers (within `READY_TIMEOUT_S`); else 503."""
+    async with asyncio.timeout(READY_TIMEOUT_S), ctx(call.request).db.connection() as conn:
         await conn.exec_driver_sql("SELECT 1")
     return Reply(200, Health(status="ok", version=ctx(call.request).version))
 
 
-@API.op("GET", "/metrics", summary="Prometheus metrics", tag="meta", roles=())
+METRICS_ROLES: frozenset[Role] = frozenset({"admin", "viewer"})
+
+
+@API.op(
+    "GET",
+    "/metrics",
+    summary="Prometheus metrics",
+    tag="meta",
+    roles=METRICS_ROLES,
+)
 async def metrics(call: Call) -> web.Response:
-    """Metrics in the Prometheus text format (served, with `suanpan_database_up 0`, also when
-    the database cannot be read)."""
+    """Metrics in the Prometheus text format, for an admin or a viewer token bound to no tenant
+    (they name every tenant, queue and cluster); served, with `suanpan_database_up 0`, also
+    when the database cannot be read."""
+    if call.who.tenant_id is not None:
+        raise Forbidden("metrics cover every tenant: use a viewer token bound to no tenant")
     try:
         async with asyncio.timeout(5), ctx(call.request).db.connection() as conn:
             STATE.jobs = await job_store.state_counts(conn)
@@ -99,14 +116,15 @@ async def docs(call: Call) -> web.Response:
         + html.escape(schemas)
         + "</pre></body></html>"
     )
-    return web.Response(text=page, content_type="text/html")
+    return web.Response(text=page, content_type="text/html", headers=page_headers(page))
 
 
 _WEB_PAGE = (Path(__file__).resolve().parent.parent / "web" / "index.html").read_text()
+_WEB_HEADERS = page_headers(_WEB_PAGE, connect=True)
 
 
 @API.op("GET", "/ui", summary="Web view", tag="meta", roles=())
 async def web_view(call: Call) -> web.Response:
     """A read-only web view of clusters, accelerators and jobs (it calls the API with the token
     the user types; the page itself holds no data)."""
-    return web.Response(text=_WEB_PAGE, content_type="text/html")
+    return web.Response(text=_WEB_PAGE, content_type="text/html", headers=_WEB_HEADERS)

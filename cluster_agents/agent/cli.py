@@ -21,12 +21,29 @@ from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import Catalog, load_catalog
 
+log = logging.getLogger("suanpan.agent")
+
 
 def _labels(pairs: Sequence[str]) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
 
-async def _metrics_server(agent: Agent, registry: CollectorRegistry, listen: str) -> web.AppRunner:
+METRICS_DEFAULT = "127.0.0.1:9464"
+
+
+def metrics_address(value: str) -> tuple[str, int] | None:
+    """`--metrics`: HOST:PORT (port 0 picks a free one) or `off`."""
+    if value == "off":
+        return None
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT or off")
+    return host or "127.0.0.1", int(port)
+
+
+async def _metrics_server(
+    agent: Agent, registry: CollectorRegistry, host: str, port: int
+) -> tuple[web.AppRunner, int]:
     async def metrics(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
@@ -47,9 +64,16 @@ async def _metrics_server(agent: Agent, registry: CollectorRegistry, listen: str
     app.router.add_get("/readyz", readyz)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    host, port = listen.rsplit(":", 1)
-    await web.TCPSite(runner, host, int(port)).start()
-    return runner
+    site = web.TCPSite(runner, host, port)
+    try:
+        await site.start()
+    except OSError as exc:
+        await runner.cleanup()
+        raise SystemExit(
+            f"suanpan-agent: cannot serve /metrics on {host}:{port} ({exc.strerror}); another"
+            " agent on this host? pass --metrics HOST:0 (a free port) or --metrics off"
+        ) from exc
+    return runner, int(runner.addresses[0][1])  # the bound port (what port 0 became)
 
 
 BackendFactory = Callable[[argparse.Namespace, Catalog, CollectorRegistry], ClusterBackend]
@@ -80,7 +104,10 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
         HubApi(args.hub.split(","), args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
         registry,
     )
-    runner = await _metrics_server(agent, registry, args.metrics)
+    runner = None
+    if args.metrics is not None:
+        runner, port = await _metrics_server(agent, registry, *args.metrics)
+        log.warning("metrics on http://%s:%s/metrics", args.metrics[0], port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -88,7 +115,8 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
     try:
         await agent.run(stop)
     finally:
-        await runner.cleanup()
+        if runner is not None:
+            await runner.cleanup()
 
 
 def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
@@ -106,8 +134,12 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
     p.add_argument(
         "--metrics",
-        default="127.0.0.1:9464",
-        help="listen address of /metrics, /healthz, /readyz (503: cluster API unreachable)",
+        type=metrics_address,
+        default=METRICS_DEFAULT,
+        metavar="HOST:PORT|off",
+        help="where to serve /metrics, /healthz and /readyz (503: cluster API unreachable);"
+        " default %(default)s; port 0 picks a free port, for several agents on one host;"
+        " off serves none",
     )
     return p
 

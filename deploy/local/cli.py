@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from deploy.local import clusters
@@ -28,7 +29,15 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("--clusters", type=int, default=2, help="number of clusters (default 2)")
     cl.add_argument("--profile", type=Path, default=DEFAULT_PROFILE, help="node profile YAML")
     cl.add_argument("--workdir", type=Path, default=None, help="state dir (default: %(default)s)")
-    cl.add_argument("--extender-url", default=None, help="scheduler extender urlPrefix")
+    cl.add_argument(
+        "--extender-url",
+        action="append",
+        default=[],
+        metavar="[CLUSTER=]URL",
+        help="scheduler extender urlPrefix: one URL for every cluster ({cluster} is replaced by"
+        " the cluster's name), or CLUSTER=URL once per cluster (repeatable; clusters without"
+        " one run without extender)",
+    )
     cl.add_argument("--bin-dir", type=Path, default=None, help="prebuilt binaries (skip build)")
     cl.add_argument("--timeout", type=float, default=120.0, help="seconds per wait (default 120)")
     return parser
@@ -42,7 +51,30 @@ def _print_health(health: Sequence[clusters.ClusterHealth]) -> None:
         print(f"  {'unready nodes':<24} {', '.join(h.unready_nodes) or 'none'}")
 
 
+_PER_CLUSTER = re.compile(r"(?P<cluster>[a-z0-9]([-a-z0-9]*[a-z0-9])?)=(?P<url>.+)")
+
+
+def extender_urls(values: Sequence[str]) -> str | Mapping[str, str] | None:
+    """`--extender-url` values as `clusters.up` takes them: None, one URL, or one per cluster."""
+    if not values:
+        return None
+    pairs = [_PER_CLUSTER.fullmatch(v) for v in values]
+    if len(values) == 1 and pairs[0] is None:
+        return values[0]
+    if any(p is None for p in pairs):
+        raise ValueError("give one --extender-url URL for all clusters, or CLUSTER=URL for each")
+    urls = {p["cluster"]: p["url"] for p in pairs if p is not None}
+    if len(urls) != len(values):
+        raise ValueError("a cluster is given more than one --extender-url")
+    return urls
+
+
 def _up(args: argparse.Namespace, workdir: Path) -> int:
+    try:
+        extender = extender_urls(args.extender_url)
+    except ValueError as exc:
+        print(f"suanpan-dev: {exc}", file=sys.stderr)
+        return 2
     try:
         bin_dir = ensure_binaries(args.bin_dir)
         env = asyncio.run(
@@ -50,7 +82,7 @@ def _up(args: argparse.Namespace, workdir: Path) -> int:
                 args.clusters,
                 args.profile,
                 workdir,
-                args.extender_url,
+                extender,
                 bin_dir=bin_dir,
                 timeout_s=args.timeout,
                 keep_on_failure=True,

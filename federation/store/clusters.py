@@ -138,13 +138,20 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
 
 
 async def set_flags(conn: AsyncConnection, name: str, *, reason: str, **flags: bool) -> None:
-    """Set cordoned/draining flags of a cluster and record why."""
+    """Set cordoned/draining flags of a cluster and record why; flags already so change nothing.
+
+    The update matches only a row whose flags differ, and PostgreSQL re-checks that after
+    waiting for a concurrent writer's lock: of identical concurrent calls one writes (and one
+    event), the others find nothing to change.
+    """
     cluster_id = await conn.scalar(
         sa.update(clusters)
-        .where(clusters.c.name == name)
+        .where(clusters.c.name == name, sa.or_(*(clusters.c[k] != v for k, v in flags.items())))
         .values(**flags, version=clusters.c.version + 1)
         .returning(clusters.c.id)
     )
     if cluster_id is None:
-        raise NotFound("cluster", name)
+        if await conn.scalar(sa.select(clusters.c.id).where(clusters.c.name == name)) is None:
+            raise NotFound("cluster", name)
+        return
     await add_event(conn, kind="Cluster", reason=reason, cluster_id=cluster_id, data=dict(flags))

@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 DATABASE_DOWN = (
     OSError,
     TimeoutError,
+    sa_exc.TimeoutError,
     sa_exc.OperationalError,
     sa_exc.InterfaceError,
     asyncpg.PostgresConnectionError,
@@ -39,6 +40,8 @@ class Database:
             pool_size=pool_size,
             max_overflow=pool_size,
             pool_recycle=300,
+            hide_parameters=True,  # failed statements must not log job specs or env values
+            connect_args={"timeout": 10},  # seconds to connect before a request fails (503)
             # no pre-ping (a round trip per checkout): a connection that died with the server
             # fails its statement once, is invalidated, and the caller's retry gets a fresh one
         )

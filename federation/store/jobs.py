@@ -12,15 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB, UUID
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from federation.errors import Conflict, InvalidInput, NotFound
+from federation.errors import Conflict, FieldError, InvalidInput, NotFound
 from federation.store.lifecycle import may_move, move_job, release_placements
 from federation.store.listener import JOBS
 from federation.store.records import Event, Job
 from federation.store.tables import clusters, events, jobs, queues, tenants
+from federation.validation import INT64_MAX
 
 MAX_PAGE = 500
 
@@ -66,82 +66,130 @@ class NewJob:
     request_hash: str | None = None
 
 
-# Statements of the submission hot path are built once, so SQLAlchemy compiles them once.
-_INSERT_JOB = pg_insert(jobs).returning(*jobs.c)
-_INSERT_JOB_ONCE = (
-    pg_insert(jobs)
-    .on_conflict_do_nothing(index_elements=["tenant_id", "idempotency_key"])
-    .returning(*jobs.c)
-)
-_ADD_TASKS_EVENT_AND_WAKE = sa.text(
+# One statement inserts any number of submissions (a repeated idempotency key is skipped), and
+# one more adds their tasks and events and wakes the scheduler: two round trips per batch.
+_INSERT_JOBS = sa.text(
+    """
+    INSERT INTO jobs (id, tenant_id, queue_id, name, labels, spec, compiled, state, priority,
+                      priority_class, preemptible, idempotency_key, request_hash)
+    SELECT r.id, r.tenant_id, r.queue_id, r.name, r.labels, r.spec, r.compiled, 'Queued',
+           r.priority, r.priority_class, r.preemptible, r.idempotency_key, r.request_hash
+    FROM jsonb_to_recordset(:rows) AS r(
+        id uuid, tenant_id uuid, queue_id uuid, name text, labels jsonb, spec jsonb,
+        compiled jsonb, priority int, priority_class text, preemptible boolean,
+        idempotency_key text, request_hash text, n int)
+    ORDER BY r.n
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING jobs.*
+    """
+).bindparams(sa.bindparam("rows", type_=JSONB))
+_ADD_TASKS_EVENTS_AND_WAKE = sa.text(
     """
     WITH new_tasks AS (
         INSERT INTO tasks (job_id, name, replicas)
-        SELECT :job_id, t.name, t.replicas
-        FROM jsonb_to_recordset(:tasks) AS t(name text, replicas int)
-    ), new_event AS (
+        SELECT t.job_id, t.name, t.replicas
+        FROM jsonb_to_recordset(:tasks) AS t(job_id uuid, name text, replicas int)
+    ), new_events AS (
         INSERT INTO events (job_id, kind, reason, message, data)
-        VALUES (:job_id, 'Job', 'Submitted', :message, '{}'::jsonb)
+        SELECT e.job_id, 'Job', 'Submitted', e.message, '{}'::jsonb
+        FROM jsonb_to_recordset(:events) AS e(job_id uuid, message text)
     )
     SELECT pg_notify(:channel, '')
     """
-).bindparams(
-    sa.bindparam("job_id", type_=UUID(as_uuid=True)),
-    sa.bindparam("tasks", type_=JSONB),
-)
+).bindparams(sa.bindparam("tasks", type_=JSONB), sa.bindparam("events", type_=JSONB))
+
+Submitted = tuple[Job, bool] | Conflict  # the job and whether it is new, or why it is not
+
+
+async def submit_many(conn: AsyncConnection, news: list[NewJob]) -> list[Submitted]:
+    """Insert Queued jobs; a job whose idempotency key was used before returns the first job
+    (not new), or a Conflict when that job was submitted with a different body. Results are in
+    the order of `news`; each job is all or nothing."""
+    ids = [uuid.uuid4() for _ in news]
+    rows = [
+        {
+            "n": n,
+            "id": str(job_id),
+            "tenant_id": str(new.tenant_id),
+            "queue_id": str(new.queue_id),
+            "name": new.name,
+            "labels": new.labels,
+            "spec": new.spec,
+            "compiled": new.compiled,
+            "priority": new.priority,
+            "priority_class": new.priority_class,
+            "preemptible": new.preemptible,
+            "idempotency_key": new.idempotency_key,
+            "request_hash": new.request_hash,
+        }
+        for n, (job_id, new) in enumerate(zip(ids, news, strict=True))
+    ]
+    inserted = {r.id: r for r in await conn.execute(_INSERT_JOBS, {"rows": rows})}
+    created = [(job_id, new) for job_id, new in zip(ids, news, strict=True) if job_id in inserted]
+    if created:
+        await conn.execute(
+            _ADD_TASKS_EVENTS_AND_WAKE,
+            {
+                "tasks": [
+                    {"job_id": str(job_id), "name": name, "replicas": replicas}
+                    for job_id, new in created
+                    for name, replicas in new.tasks
+                ],
+                "events": [
+                    {"job_id": str(job_id), "message": f"queued in {new.priority_class}"}
+                    for job_id, new in created
+                ],
+                "channel": JOBS,
+            },
+        )
+    repeated = [new for job_id, new in zip(ids, news, strict=True) if job_id not in inserted]
+    earlier = await _earlier_submissions(conn, repeated)
+    out: list[Submitted] = []
+    for job_id, new in zip(ids, news, strict=True):
+        row = inserted.get(job_id)
+        if row is not None:
+            values = {k: v for k, v in row._mapping.items() if k not in _SKIP}
+            out.append((Job(**values, tenant=new.tenant, queue=new.queue, cluster=None), True))
+            continue
+        first, digest = earlier[(new.tenant_id, new.idempotency_key)]
+        if digest != new.request_hash:
+            out.append(
+                Conflict(
+                    "Idempotency-Key was already used with a different request body",
+                    job=str(first.id),
+                )
+            )
+        else:
+            out.append((first, False))
+    return out
+
+
+async def _earlier_submissions(
+    conn: AsyncConnection, news: list[NewJob]
+) -> dict[tuple[uuid.UUID, str | None], tuple[Job, str | None]]:
+    """The jobs first submitted under the idempotency keys of `news`, with their body hashes."""
+    if not news:
+        return {}
+    keys = sa.tuple_(jobs.c.tenant_id, jobs.c.idempotency_key).in_(
+        [(n.tenant_id, n.idempotency_key) for n in news]
+    )
+    query = _job_query().add_columns(
+        jobs.c.idempotency_key.label("ikey"), jobs.c.request_hash.label("rhash")
+    )
+    found = {}
+    for row in await conn.execute(query.where(keys)):
+        values = {k: v for k, v in row._mapping.items() if k not in ("ikey", "rhash")}
+        job = Job(**values)
+        found[(job.tenant_id, row.ikey)] = (job, row.rhash)
+    return found
 
 
 async def submit(conn: AsyncConnection, new: NewJob) -> tuple[Job, bool]:
-    """Insert a Queued job; with an idempotency key, a repeat returns the first job.
-
-    Returns the job and whether it was created now. The same key with a different request
-    body is a conflict. Two round trips: the job row, then its tasks, its event and the
-    scheduler's wake-up in one statement.
-    """
-    job_id = uuid.uuid4()
-    params = {
-        "id": job_id,
-        "tenant_id": new.tenant_id,
-        "queue_id": new.queue_id,
-        "name": new.name,
-        "labels": new.labels,
-        "spec": new.spec,
-        "compiled": new.compiled,
-        "state": "Queued",
-        "priority": new.priority,
-        "priority_class": new.priority_class,
-        "preemptible": new.preemptible,
-        "idempotency_key": new.idempotency_key,
-        "request_hash": new.request_hash,
-    }
-    stmt = _INSERT_JOB_ONCE if new.idempotency_key is not None else _INSERT_JOB
-    row = (await conn.execute(stmt, params)).one_or_none()
-    if row is None:
-        existing = (
-            await conn.execute(
-                sa.select(jobs.c.id, jobs.c.request_hash).where(
-                    jobs.c.tenant_id == new.tenant_id,
-                    jobs.c.idempotency_key == new.idempotency_key,
-                )
-            )
-        ).one()
-        if existing.request_hash != new.request_hash:
-            raise Conflict(
-                "Idempotency-Key was already used with a different request body",
-                job=str(existing.id),
-            )
-        return await get(conn, existing.id), False
-    await conn.execute(
-        _ADD_TASKS_EVENT_AND_WAKE,
-        {
-            "job_id": job_id,
-            "tasks": [{"name": n, "replicas": r} for n, r in new.tasks],
-            "message": f"queued in {new.priority_class}",
-            "channel": JOBS,
-        },
-    )
-    values = {k: v for k, v in row._mapping.items() if k not in _SKIP}
-    return Job(**values, tenant=new.tenant, queue=new.queue, cluster=None), True
+    """Insert one Queued job (see `submit_many`); a conflicting repeat raises Conflict."""
+    (result,) = await submit_many(conn, [new])
+    if isinstance(result, Conflict):
+        raise result
+    return result
 
 
 async def get(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None = None) -> Job:
@@ -165,11 +213,13 @@ def decode_cursor(cursor: str) -> int:
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
         prefix, value = raw.split(":", 1)
-        if prefix != "s":
+        if prefix != "s" or not (value.isascii() and value.isdigit()) or int(value) > INT64_MAX:
             raise ValueError(prefix)
         return int(value)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInput("malformed cursor", []) from exc
+        raise InvalidInput(
+            "malformed cursor", [FieldError("query.cursor", "not a cursor this hub issued")]
+        ) from exc
 
 
 @dataclass(frozen=True)
@@ -232,11 +282,18 @@ async def transition(
 
 async def cancel(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None) -> Job:
     """Cancel a job and release its placement; cancelling a cancelled job changes nothing."""
-    job = await get(conn, job_id, tenant_id)
-    if job.state == "Cancelled":
-        return job
-    if not may_move(job.state, "Cancelled"):
-        raise Conflict(f"job already {job.state}; nothing to cancel", state=job.state)
+    # lock the row before reading its state: concurrent cancels queue here, and all but the
+    # first find it Cancelled (else they would all pass the check and race the transition)
+    locked = sa.select(jobs.c.state).where(jobs.c.id == job_id).with_for_update()
+    if tenant_id is not None:
+        locked = locked.where(jobs.c.tenant_id == tenant_id)
+    state = await conn.scalar(locked)
+    if state is None:
+        raise NotFound("job", str(job_id))
+    if state == "Cancelled":
+        return await get(conn, job_id)
+    if not may_move(state, "Cancelled"):
+        raise Conflict(f"job already {state}; nothing to cancel", state=state)
     await release_placements(conn, job_id)
     return await transition(conn, job_id, "Cancelled", reason="Cancelled", tenant_id=tenant_id)
 

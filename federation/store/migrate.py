@@ -7,8 +7,11 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.ext.asyncio import create_async_engine
 
 import migrations
+from federation.store.database import async_url
 
 _SCRIPTS = Path(migrations.__file__).resolve().parent
 
@@ -29,3 +32,15 @@ async def upgrade(url: str, revision: str = "head") -> None:
 async def downgrade(url: str, revision: str) -> None:
     """Migrate the database at `url` down to `revision`."""
     await asyncio.to_thread(command.downgrade, alembic_config(url), revision)
+
+
+async def current_revision(url: str) -> str | None:
+    """The schema revision the database at `url` is at (None: never migrated)."""
+    engine = create_async_engine(async_url(url))
+    try:
+        async with engine.connect() as conn:
+            return await conn.run_sync(
+                lambda sync: MigrationContext.configure(sync).get_current_revision()
+            )
+    finally:
+        await engine.dispose()

@@ -113,17 +113,34 @@ async def update_queue(
     expected_version: int | None,
     changes: dict[str, Any],
 ) -> Queue:
-    """Change a queue's cohort, weight or quota, checking the version when one is given."""
+    """Change a queue's cohort, weight or quota, checking the version when one is given.
+
+    Only a real change writes (and bumps the version): repeating a PATCH, even concurrently,
+    leaves the queue as one PATCH did. PostgreSQL re-checks the WHERE clause after waiting for
+    a concurrent writer, so of identical calls the first changes the row and the rest see it.
+    """
     where = [queues.c.id == queue.id]
     if expected_version is not None:
         where.append(queues.c.version == expected_version)
-    result = await conn.execute(
-        sa.update(queues).where(*where).values(**changes, version=queues.c.version + 1)
-    )
-    if result.rowcount == 0:
-        raise Conflict(
-            f"queue {queue.name!r} changed meanwhile (version is not {expected_version})"
+    if changes:
+        where.append(sa.or_(*(queues.c[k].is_distinct_from(v) for k, v in changes.items())))
+        result = await conn.execute(
+            sa.update(queues).where(*where).values(**changes, version=queues.c.version + 1)
         )
+        changed = result.rowcount > 0
+    else:
+        changed = False
+    if not changed:
+        version = await conn.scalar(
+            sa.select(queues.c.version).where(queues.c.id == queue.id).with_for_update()
+        )
+        if version is None:
+            raise NotFound("queue", queue.name)
+        if expected_version is not None and version != expected_version:
+            raise Conflict(
+                f"queue {queue.name!r} changed meanwhile (version is {version},"
+                f" not {expected_version})"
+            )
     return await get_queue(conn, queue.tenant_id, queue.name)
 
 

@@ -15,12 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from federation.compiled import CompiledJob, CompiledTask, DeviceOption
 from federation.scheduling.devices import NodeDevices
-from federation.spec import DnsLabel, FailoverPolicy, Labels
+from federation.spec import DnsLabel, FailoverPolicy, Labels, LabelValue
+from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 MAX_NODES_PER_REPORT = 10_000
 MAX_STATUS_PER_REPORT = 5_000
 
-Name = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+Name = Annotated[str, StringConstraints(min_length=1, max_length=253), NUL_FREE]
+Short = Annotated[str, StringConstraints(max_length=64), NUL_FREE]
+Count = Annotated[int, Field(ge=0, le=INT32_MAX)]  # an `integer` column
+Amount = Annotated[int, Field(ge=0, le=INT64_MAX)]  # a `bigint` column
 
 
 class _Msg(BaseModel):
@@ -31,15 +35,11 @@ class Registration(_Msg):
     """Who the agent is: sent on every (re)connect."""
 
     cluster: DnsLabel
-    region: Annotated[str, StringConstraints(max_length=63)] = ""
-    zone: Annotated[str, StringConstraints(max_length=63)] = ""
+    region: LabelValue = ""
+    zone: LabelValue = ""
     labels: Labels = Field(default_factory=dict)
-    kubernetes_version: Annotated[str, StringConstraints(max_length=64)] = Field(
-        default="", alias="kubernetesVersion"
-    )
-    agent_version: Annotated[str, StringConstraints(max_length=64)] = Field(
-        default="", alias="agentVersion"
-    )
+    kubernetes_version: Short = Field(default="", alias="kubernetesVersion")
+    agent_version: Short = Field(default="", alias="agentVersion")
 
 
 class RegistrationReply(_Msg):
@@ -71,19 +71,19 @@ class Taint(_Msg):
     """A node taint."""
 
     key: Name
-    value: Annotated[str, StringConstraints(max_length=253)] = ""
+    value: Annotated[str, StringConstraints(max_length=253), NUL_FREE] = ""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
 
 
 class DeviceInfo(_Msg):
     """One accelerator of a node, resolved through the catalog, with its current use."""
 
-    flavor: Annotated[str, StringConstraints(max_length=128)]
+    flavor: Annotated[str, StringConstraints(max_length=128), NUL_FREE]
     index: int = Field(ge=0, le=1023)
-    memory_mib: int = Field(alias="memoryMib", ge=0)
+    memory_mib: Amount = Field(alias="memoryMib")
     healthy: bool = True
     used_milli: int = Field(default=0, alias="usedMilli", ge=0, le=1000)
-    used_memory_mib: int = Field(default=0, alias="usedMemoryMib", ge=0)
+    used_memory_mib: Amount = Field(default=0, alias="usedMemoryMib")
 
 
 def device_infos(devices: NodeDevices) -> list[DeviceInfo]:
@@ -105,23 +105,26 @@ class NodeInfo(_Msg):
     """A node: allocatable and used capacity (all pods, not only Suanpan's), health, devices."""
 
     name: Name
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: dict[
+        Annotated[str, StringConstraints(max_length=317), NUL_FREE],
+        Annotated[str, StringConstraints(max_length=63), NUL_FREE],
+    ] = Field(default_factory=dict, max_length=1024)
     taints: list[Taint] = Field(default_factory=list, max_length=64)
     ready: bool = True
     unschedulable: bool = False
-    cpu_milli: int = Field(alias="cpuMilli", ge=0)
-    memory_mib: int = Field(alias="memoryMib", ge=0)
-    pods: int = Field(default=110, ge=0)
-    used_cpu_milli: int = Field(default=0, alias="usedCpuMilli", ge=0)
-    used_memory_mib: int = Field(default=0, alias="usedMemoryMib", ge=0)
-    used_pods: int = Field(default=0, alias="usedPods", ge=0)
+    cpu_milli: Amount = Field(alias="cpuMilli")
+    memory_mib: Amount = Field(alias="memoryMib")
+    pods: Count = 110
+    used_cpu_milli: Amount = Field(default=0, alias="usedCpuMilli")
+    used_memory_mib: Amount = Field(default=0, alias="usedMemoryMib")
+    used_pods: Count = Field(default=0, alias="usedPods")
     devices: list[DeviceInfo] = Field(default_factory=list, max_length=1024)
 
 
 class InventoryReport(_Msg):
     """A full snapshot (`full`: nodes not listed are gone) or a delta (upserts + removals)."""
 
-    generation: int = Field(ge=1)
+    generation: int = Field(ge=1, le=INT64_MAX)
     full: bool
     nodes: list[NodeInfo] = Field(default_factory=list, max_length=MAX_NODES_PER_REPORT)
     removed: list[Name] = Field(default_factory=list, max_length=MAX_NODES_PER_REPORT)
@@ -197,13 +200,13 @@ class StatusUpdate(_Msg):
     """What happened to one placement's pods in the cluster."""
 
     job: uuid.UUID
-    epoch: int = Field(ge=1)
+    epoch: int = Field(ge=1, le=INT64_MAX)
     state: JobReport
-    reason: Annotated[str, StringConstraints(max_length=63)] = ""
-    message: Annotated[str, StringConstraints(max_length=2048)] = ""
-    running: int = Field(default=0, ge=0)
-    succeeded: int = Field(default=0, ge=0)
-    failed: int = Field(default=0, ge=0)
+    reason: Annotated[str, StringConstraints(max_length=63), NUL_FREE] = ""
+    message: Annotated[str, StringConstraints(max_length=2048), NUL_FREE] = ""
+    running: Count = 0
+    succeeded: Count = 0
+    failed: Count = 0
 
 
 class StatusReport(_Msg):

@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_runner import BaseRunner
 
 from api.app import create_app
+from api.security import HubRunner
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 
@@ -53,11 +55,18 @@ class Hub:
         return str(body["token"])
 
 
+class HubTestServer(TestServer):
+    """A test server with the hub's own connection handling (as `suanpan-hub serve` runs)."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return HubRunner(self.app, **kwargs)
+
+
 @pytest.fixture
 async def hub(db: Database) -> AsyncIterator[Hub]:
     """The hub app on a loopback port with a bootstrap admin token."""
     await ensure_admin_token(db, ADMIN_TOKEN)
-    client: TestClient[Any, Any] = TestClient(TestServer(create_app(db), host="127.0.0.1"))
+    client: TestClient[Any, Any] = TestClient(HubTestServer(create_app(db), host="127.0.0.1"))
     await client.start_server()
     yield Hub(client, db)
     await client.close()

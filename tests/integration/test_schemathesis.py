@@ -1,79 +1,42 @@
-"""Schemathesis drives the real hub process from its own /openapi.json: no request gives a 5xx."""
+"""The short fuzzing pass of `make test` against a real hub process (the long one is
+`make bench`, bench/api_fuzz.py): schemathesis in every phase with stateful links and negative
+data, and hypothesis manifests with hostile strings and numbers. No server error, and no
+response the OpenAPI document does not describe."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from deploy.fleet import free_port
+from bench import api_fuzz
+from federation.store.database import Database
 
 pytestmark = pytest.mark.integration
 
-TOKEN = "sp_schemathesis_admin"
-
 
 @pytest.fixture
-def hub_process(pg_url: str, tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    env = {
-        **os.environ,
-        "DATABASE_URL": pg_url,
-        "SUANPAN_ADMIN_TOKEN": TOKEN,
-        "SUANPAN_PORT": str(port),
-    }
-    log = (tmp_path / "hub.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "api.hub_cli", "serve"], env=env, stdout=log, stderr=log
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(url + "/readyz", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            raise AssertionError((tmp_path / "hub.log").read_text())
+def hub_url(pg_url: str, db: Database, tmp_path: Path) -> Iterator[str]:
+    """A hub process over the test database (`db` empties it afterwards)."""
+    with api_fuzz.serve_hub(pg_url, tmp_path / "hub.log") as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        log.close()
 
 
-def test_no_operation_answers_with_a_server_error(hub_process: str, tmp_path: Path) -> None:
-    st = shutil.which("st", path=str(Path(sys.executable).parent))
-    assert st is not None
-    result = subprocess.run(
-        [
-            st,
-            "run",
-            f"{hub_process}/openapi.json",
-            "--checks",
-            "not_a_server_error",
-            "-H",
-            f"Authorization: Bearer {TOKEN}",
-            "--max-examples",
-            "25",
-            "--seed",
-            "7",
-            "--phases",
-            "examples,coverage,fuzzing",
-            "--workers",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+def test_schemathesis_finds_no_server_error_and_no_response_off_the_document(
+    hub_url: str, tmp_path: Path
+) -> None:
+    tenant = api_fuzz.seed(hub_url)
+    result = api_fuzz.schemathesis(hub_url, tenant, tmp_path, max_examples=8)
+    print(f"schemathesis: {result.cases} cases")
+    assert result.cases > 1000
+    assert not result.failures, (result.failures, result.output)
+
+
+def test_hostile_manifests_get_a_job_or_a_precise_problem(hub_url: str) -> None:
+    tenant = api_fuzz.seed(hub_url)
+    result = api_fuzz.fuzz_manifests(hub_url, tenant, examples=300)
+    print(f"manifests: {result.cases} cases, {result.accepted} accepted, {result.refused} refused")
+    assert result.cases >= 300 and result.refused > result.cases // 2
+    assert not result.server_errors, result.server_errors[:3]
+    assert not result.malformed, result.malformed[:3]

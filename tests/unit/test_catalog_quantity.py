@@ -27,7 +27,9 @@ from federation.catalog.quantity import parse_count, parse_quantity
         (".5", Decimal("0.5")),
         ("+3", Decimal(3)),
         ("-2", Decimal(-2)),
-        (" 4 ", Decimal(4)),
+        ("5.", Decimal(5)),
+        ("1E", Decimal("1e18")),
+        ("1E3", Decimal(1000)),
         ("1Ei", Decimal(1024**6)),
         ("3P", Decimal("3e15")),
     ],
@@ -36,7 +38,15 @@ def test_parse_quantity(text: str, value: Decimal) -> None:
     assert parse_quantity(text) == value
 
 
-@pytest.mark.parametrize("text", ["", "abc", "1.2.3", "5 Gi", "1KiB", "Gi", "1e", "m", "1ki"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        *("", "abc", "1.2.3", "5 Gi", "1KiB", "Gi", "1e", "m", "1ki", ".", "+", "1e1.5", "1e+"),
+        # Kubernetes' grammar is ASCII and has no room for space
+        *(" 4 ", " 4", "4 ", "4\n", "\t4", "4\x00", "1Gi\n"),
+        *("１６", "１６Gi", "٣", "४Mi", "1e١"),
+    ],
+)
 def test_parse_quantity_rejects_malformed(text: str) -> None:
     with pytest.raises(ValueError, match="not a Kubernetes quantity"):
         parse_quantity(text)
@@ -51,3 +61,9 @@ def test_parse_count(text: str, count: int) -> None:
 def test_parse_count_rejects_fractions_and_negatives(text: str) -> None:
     with pytest.raises(ValueError, match="not a whole, non-negative count"):
         parse_count(text)
+
+
+@pytest.mark.parametrize("text", ["1e1001", "1e-1001", "5E99999999999999999999"])
+def test_parse_quantity_rejects_exponents_beyond_any_resource(text: str) -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        parse_quantity(text)

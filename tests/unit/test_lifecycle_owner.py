@@ -23,6 +23,17 @@ def _writes_state(node: ast.Call) -> bool:
     )
 
 
+def _sql_writes_state(node: ast.Call) -> bool:
+    """`sa.text("UPDATE ... SET state = ...")` or an INSERT naming a state column."""
+    if not (isinstance(node.func, ast.Attribute) and node.func.attr == "text" and node.args):
+        return False
+    arg = node.args[0]
+    if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+        return False
+    sql = " ".join(arg.value.lower().split())
+    return "set state" in sql or ", state" in sql or "(state" in sql or "state =" in sql
+
+
 def _inserts_placement(node: ast.Call) -> bool:
     return (
         isinstance(node.func, ast.Attribute)
@@ -38,7 +49,9 @@ def test_only_the_lifecycle_module_writes_states() -> None:
             if path == OWNER:
                 continue
             for node in ast.walk(ast.parse(path.read_text())):
-                if isinstance(node, ast.Call) and (_writes_state(node) or _inserts_placement(node)):
+                if isinstance(node, ast.Call) and (
+                    _writes_state(node) or _inserts_placement(node) or _sql_writes_state(node)
+                ):
                     offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert offenders == []
 
@@ -46,3 +59,5 @@ def test_only_the_lifecycle_module_writes_states() -> None:
 def test_the_check_sees_a_state_write() -> None:
     call = ast.parse("sa.update(jobs).values(state='Queued')").body[0].value  # type: ignore[attr-defined]
     assert _writes_state(call)
+    raw = ast.parse("sa.text('UPDATE jobs SET state = 1')").body[0].value  # type: ignore[attr-defined]
+    assert _sql_writes_state(raw)
