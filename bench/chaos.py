@@ -68,7 +68,8 @@ class Chaos:
     """The processes of one run and the faults applied to them."""
 
     def __init__(self, seed: int, workdir: Path) -> None:
-        self.rng = random.Random(seed)
+        self.rng = random.Random(seed)  # the faults: their kinds, times and durations
+        self.load_rng = random.Random(-seed)  # the workload (apart, so faults replay exactly)
         self.workdir = workdir
         self.report = Report(seed)
         self.pg = EmbeddedPostgres(workdir / "pg")
@@ -105,18 +106,18 @@ class Chaos:
         while not stop.is_set():
             n += 1
             key = f"chaos-{self.report.seed}-{n}"
-            failover = self.rng.choice(("fast", "exclusive"))
-            run_s = self.rng.choice((60, 200))
+            failover = self.load_rng.choice(("fast", "exclusive"))
+            run_s = self.load_rng.choice((60, 200))
             job_id = await api.submit(f"w{n}", key=key, run_s=run_s, failover=failover)
             self.acked[key] = job_id
-            if self.rng.random() < 0.2:  # a client retry: must answer the same job
+            if self.load_rng.random() < 0.2:  # a client retry: must answer the same job
                 again = await api.submit(f"w{n}", key=key, run_s=run_s, failover=failover)
                 if again != job_id:
                     self.report.violations.append(f"key {key}: {job_id} then {again}")
-            if self.rng.random() < 0.15:
-                await api.cancel(self.rng.choice(list(self.acked.values())))
+            if self.load_rng.random() < 0.15:
+                await api.cancel(self.load_rng.choice(list(self.acked.values())))
                 self.report.cancelled += 1
-            await asyncio.sleep(self.rng.uniform(0.2, 0.6))
+            await asyncio.sleep(self.load_rng.uniform(0.2, 0.6))
 
     async def inject(self, kind: str) -> None:
         """Apply one fault and heal it after a seeded while."""

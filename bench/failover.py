@@ -71,7 +71,15 @@ class Hubs:
             stderr=log,
         )
         os.close(log)
-        await until(f"hub {port} up", lambda: _ok(f"http://127.0.0.1:{port}/healthz"), 60)
+        proc = self.procs[port]
+
+        async def up() -> bool:
+            if proc.returncode is not None:
+                tail = (self.workdir / f"hub-{port}.log").read_text()[-3000:]
+                raise RuntimeError(f"hub {port} exited ({proc.returncode}):\n{tail}")
+            return await _ok(f"http://127.0.0.1:{port}/healthz")
+
+        await until(f"hub {port} up", up, 60)
 
     async def leader(self) -> int:
         """The port of the replica that leads."""
@@ -88,10 +96,16 @@ class Hubs:
         self.procs.pop(port).send_signal(signal.SIGKILL)
 
     async def close(self) -> None:
-        for port in list(self.procs):
-            proc = self.procs.pop(port)
+        await _kill_all(self.procs)
+
+
+async def _kill_all(procs: dict[Any, asyncio.subprocess.Process]) -> None:
+    """kill -9 every process left in `procs` (emptied) and reap them."""
+    while procs:
+        _, proc = procs.popitem()
+        if proc.returncode is None:
             proc.send_signal(signal.SIGKILL)
-            await proc.wait()
+        await proc.wait()
 
 
 async def _ok(url: str) -> bool:
@@ -238,10 +252,7 @@ class Agents:
         self.procs.pop(cluster).send_signal(signal.SIGKILL)
 
     async def close(self) -> None:
-        for cluster in list(self.procs):
-            proc = self.procs.pop(cluster)
-            proc.send_signal(signal.SIGKILL)
-            await proc.wait()
+        await _kill_all(self.procs)
 
 
 def _stats(name: str, samples: list[float], params: dict[str, Any]) -> list[Figure]:

@@ -16,6 +16,7 @@ from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
+from federation.store.listener import JOBS, Listener, notify
 from tests.integration.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.integration
@@ -39,6 +40,8 @@ async def test_a_database_outage_is_a_503_and_everything_resumes(tmp_path: Path)
             if path != "/readyz":
                 assert headers["Content-Type"].startswith("application/problem+json")
                 assert headers["Retry-After"] == "2" and "database" in body
+        listener = Listener(url)
+        await listener.start(JOBS)  # started while the database is down: no error
         await asyncio.sleep(3)  # the loop meets the outage too
         assert fleet.loop_task is not None and not fleet.loop_task.done()
         server = EmbeddedPostgres(tmp_path / "data")
@@ -49,6 +52,13 @@ async def test_a_database_outage_is_a_503_and_everything_resumes(tmp_path: Path)
 
         await wait_for("the API answering again", serving, 15)
         assert not fleet.loop_task.done()
+        await listener.wait(JOBS, seconds=0.1)  # reconnects
+        woken = asyncio.create_task(listener.wait(JOBS, seconds=5))
+        await asyncio.sleep(0.2)
+        async with db.transaction() as conn:
+            await notify(conn, JOBS)
+        assert await woken  # LISTEN works again after the outage
+        await listener.close()
     finally:
         await fleet.close()
         await db.close()
