@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from sqlalchemy import exc as sa_exc
 
 from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
-from federation.spec import DNS_LABEL
+from federation.k8s_names import DNS_LABEL
 from federation.store.database import DATABASE_DOWN
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"

@@ -15,7 +15,7 @@ from pydantic import (
     StringConstraints,
 )
 
-from federation.spec import DnsLabel, label_map
+from federation.k8s_names import DnsLabel, label_map
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 JOB_STATES = (

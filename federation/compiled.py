@@ -12,14 +12,18 @@ Units: CPU in milli-cores, memory in MiB (both rounded up once, by the compiler)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from functools import cached_property
 from types import MappingProxyType
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from federation.catalog.quantity import parse_quantity
+from federation.podtemplate import Container, PodTemplate, effective_request
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import (
     AcceleratorRequest,
@@ -78,19 +82,65 @@ class DeviceOption(_Compiled):
         )
 
 
+Amount = Literal["cpu", "memory"]
+
+
+def _limit(container: Container, resource: Amount, unit: Decimal) -> int:
+    """A container's limit of cpu (unit 0.001: milli-cores) or memory (unit 2**20: MiB)."""
+    value = container.resources.limits.get(resource) if container.resources else None
+    return math.ceil(parse_quantity(str(value)) / unit) if value is not None else 0
+
+
+def pod_amount(
+    pod: PodTemplate, main: str, main_amount: int, resource: Amount, unit: Decimal
+) -> int:
+    """What the whole pod requests of cpu or memory, by Kubernetes' rule: the containers and
+    sidecars together, or an init container with the sidecars started before it if larger."""
+
+    def amount(c: Container) -> int:
+        return main_amount if c.name == main else _limit(c, resource, unit)
+
+    return effective_request(
+        map(amount, pod.spec.containers),
+        ((amount(c), c.restart_policy == "Always") for c in pod.spec.init_containers or []),
+    )
+
+
 class CompiledTask(_Compiled):
-    """One role of a job: its replicas, resources, flavor options and how to launch it."""
+    """One role of a job: its replicas, resources, flavor options and how to launch it.
+
+    `pod` is the task's pod template (the short form `image/command/args/env` compiled into
+    one), `container` the name of its container that gets `cpuMilli`, `memoryMib` and the
+    devices of the chosen option; its image is the one without accelerators.
+    """
 
     name: str
     replicas: int = Field(ge=1)
-    cpu_milli: int = Field(alias="cpuMilli", ge=1)
-    memory_mib: int = Field(alias="memoryMib", ge=1)
-    image: str | None = None  # the image without accelerators (CPU-only tasks)
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    env: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    cpu_milli: int = Field(alias="cpuMilli", ge=1)  # of `container`
+    memory_mib: int = Field(alias="memoryMib", ge=1)  # of `container`
+    pod: PodTemplate
+    container: str
     options: tuple[DeviceOption, ...] = ()  # empty: no accelerators; else in preference order
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        """The pod annotations the user gave."""
+        return self.pod.metadata.annotations
+
+    @property
+    def image(self) -> str | None:
+        """The image of `container` without accelerators."""
+        return next(c.image for c in self.pod.spec.containers if c.name == self.container)
+
+    @property
+    def pod_cpu_milli(self) -> int:
+        """Milli-cores the whole pod requests (sidecars and init containers included)."""
+        return pod_amount(self.pod, self.container, self.cpu_milli, "cpu", Decimal("0.001"))
+
+    @property
+    def pod_memory_mib(self) -> int:
+        """MiB the whole pod requests (sidecars and init containers included)."""
+        return pod_amount(self.pod, self.container, self.memory_mib, "memory", Decimal(2**20))
 
     def option(self, flavor: str | None) -> DeviceOption | None:
         """The option for `flavor` (None for a task without accelerators or no flavor)."""
@@ -104,8 +154,8 @@ class CompiledTask(_Compiled):
         return Task(
             name=self.name,
             replicas=self.replicas,
-            cpu_milli=self.cpu_milli,
-            memory_mib=self.memory_mib,
+            cpu_milli=self.pod_cpu_milli,
+            memory_mib=self.pod_memory_mib,
             accelerators=(
                 AcceleratorRequest(tuple(o.core for o in self.options)) if self.options else None
             ),
@@ -116,7 +166,7 @@ class CompiledTask(_Compiled):
 class CompiledJob(_Compiled):
     """A whole job, compiled against the catalog at submission."""
 
-    version: Literal[1] = 1
+    version: Literal[2] = 2  # 2: tasks carry a pod template
     gang: bool = True
     regions: tuple[str, ...] = ()
     clusters: tuple[str, ...] = ()

@@ -10,7 +10,12 @@ The only reader of the manifest after the API's validation. Rules, each applied 
   (1 % of a device on most vendors, 1/16 on Moore Threads) or one slot when the vendor counts
   shares (`max_shares`); a share that rounds up to the whole device asks for a whole device.
   Share memory is rounded up to the vendor's memory unit.
-- The image of an option is the flavor's own, else the vendor's from `images`, else `image`.
+- The image of an option is the flavor's own, else the vendor's from `images`, else `image`
+  (or, with a template, the image of the task's container).
+- The short form (`image`, `command`, `args`, `env`, `annotations`) becomes a pod template of
+  one container named after the task; with a `template` it is refused (give it there). The
+  task's container (`container`, else the first) takes `resources.cpu`/`memory`, so it must
+  not set them in its own limits; the other containers' limits count towards the pod.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from federation.compiled import (
     CompiledToleration,
     DeviceOption,
 )
+from federation.podtemplate import PodTemplate
 from federation.scheduling.devices import WHOLE
 from federation.spec import Accelerators, FlavorChoice, JobManifest, Task
 
@@ -82,7 +88,59 @@ def _resources(model: AcceleratorModel, count: int, milli: int, memory: int) -> 
 
 
 def _image(task: Task, choice: FlavorChoice, model: AcceleratorModel) -> str | None:
-    return choice.image or task.images.get(model.vendor) or task.image
+    return choice.image or task.images.get(model.vendor) or _container_image(task)
+
+
+def _container_image(task: Task) -> str | None:
+    if task.template is None:
+        return task.image
+    name = task.container or task.template.spec.containers[0].name
+    return next((c.image for c in task.template.spec.containers if c.name == name), None)
+
+
+SHORT_FORM = ("image", "command", "args", "env", "annotations")
+
+
+def _pod(task: Task, path: str) -> tuple[PodTemplate, str]:
+    """The task's pod template and the name of its container (the short form compiled)."""
+    if task.template is None:
+        if task.container is not None:
+            raise CompileError(f"{path}.container", "names a container of `template`", "absent")
+        container = {
+            "name": task.name,
+            "image": task.image,
+            "command": task.command or None,
+            "args": task.args or None,
+            "env": [{"name": k, "value": v} for k, v in task.env.items()] or None,
+        }
+        return PodTemplate.model_validate(
+            {"metadata": {"annotations": task.annotations}, "spec": {"containers": [container]}}
+        ), task.name
+    for name in SHORT_FORM:
+        if name in task.model_fields_set:
+            raise CompileError(
+                f"{path}.{name}",
+                f"with `template`, give {name} in the template",
+                "absent",
+            )
+    containers = task.template.spec.containers
+    main = task.container or containers[0].name
+    index = next((i for i, c in enumerate(containers) if c.name == main), None)
+    if index is None:
+        raise CompileError(
+            f"{path}.container",
+            f"no container {main!r} in template.spec.containers",
+            "one of " + ", ".join(c.name for c in containers),
+        )
+    resources = containers[index].resources
+    for name in ("cpu", "memory"):
+        if resources is not None and name in resources.limits:
+            raise CompileError(
+                f"{path}.template.spec.containers[{index}].resources.limits.{name}",
+                f"the task's container takes `resources.{name}` of the task",
+                f"set spec.tasks[].resources.{name}",
+            )
+    return task.template, main
 
 
 def _option(
@@ -154,19 +212,19 @@ def _options(catalog: Catalog, task: Task, accel: Accelerators, path: str) -> li
 
 def _task(catalog: Catalog, task: Task, path: str) -> CompiledTask:
     accel = task.resources.accelerators
+    pod, container = _pod(task, path)
     options = _options(catalog, task, accel, f"{path}.resources.accelerators") if accel else []
-    if not options and not task.image:
-        raise CompileError(f"{path}.image", "a task without accelerators needs `image`", "an image")
+    if not options and not _container_image(task):
+        raise CompileError(
+            f"{path}.image", "a task without accelerators needs an image", "an image"
+        )
     return CompiledTask(
         name=task.name,
         replicas=task.replicas,
         cpu_milli=cpu_milli(task.resources.cpu),
         memory_mib=memory_mib(task.resources.memory),
-        image=task.image,
-        command=tuple(task.command),
-        args=tuple(task.args),
-        env=dict(task.env),
-        annotations=dict(task.annotations),
+        pod=pod,
+        container=container,
         options=tuple(options),
     )
 

@@ -33,6 +33,7 @@ from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.tenancy import SubmissionTarget
+from federation.tenant_policy import TenantPolicy, violations
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
@@ -85,6 +86,16 @@ def _compile(call: Call, manifest: JobManifest) -> CompiledJob:
         return compile_job(ctx(call.request).catalog, manifest)
     except CompileError as exc:
         raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
+
+
+def _check_policy(policy: TenantPolicy, compiled: CompiledJob) -> None:
+    """Refuse what the tenant's policy forbids, naming each field."""
+    found = violations(policy, compiled)
+    if found:
+        raise InvalidInput(
+            f"{found[0][0]}: {found[0][1]}",
+            [FieldError(path, why, "allowed by the tenant's policy") for path, why in found],
+        )
 
 
 async def _check_runnable(
@@ -151,6 +162,7 @@ async def _prepare(
     if target is None:
         target = targets[where] = await _target(call, manifest)
     assert target.queue_id is not None and target.priority is not None
+    _check_policy(TenantPolicy.model_validate(target.policy), compiled)
     await _check_runnable(
         call, manifest, compiled, f"{target.tenant}/{manifest.spec.queue}", target.priority
     )

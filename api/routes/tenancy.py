@@ -14,6 +14,7 @@ from federation.errors import NotFound
 from federation.store import tenancy
 from federation.store.queue_usage import queue_usage
 from federation.store.records import Principal, Queue, Tenant
+from federation.tenant_policy import TenantPolicy
 
 
 def _tenant_out(t: Tenant) -> TenantOut:
@@ -84,6 +85,41 @@ async def get_tenant(call: Call) -> Reply:
     async with ctx(call.request).db.connection() as conn:
         tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
     return Reply(200, _tenant_out(tenant))
+
+
+@API.op(
+    "GET",
+    "/v1/tenants/{tenant}/policy",
+    summary="Get a tenant's policy",
+    tag="tenants",
+    response=TenantPolicy,
+    errors=(404,),
+)
+async def get_tenant_policy(call: Call) -> Reply:
+    """What the tenant's pod templates may ask of the nodes."""
+    async with ctx(call.request).db.connection() as conn:
+        tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
+    return Reply(200, TenantPolicy.model_validate(tenant.policy))
+
+
+@API.op(
+    "PUT",
+    "/v1/tenants/{tenant}/policy",
+    summary="Set a tenant's policy",
+    tag="tenants",
+    roles=ADMIN,
+    body=TenantPolicy,
+    response=TenantPolicy,
+    errors=(404,),
+)
+async def set_tenant_policy(call: Call) -> Reply:
+    """Allow or forbid host paths, host network and privileged containers for a tenant."""
+    policy = call.body_as(TenantPolicy)
+    async with ctx(call.request).db.transaction() as conn:
+        tenant = await tenancy.set_policy(
+            conn, call.path("tenant"), policy.model_dump(mode="json", by_alias=True)
+        )
+    return Reply(200, TenantPolicy.model_validate(tenant.policy))
 
 
 @API.op(

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from federation.podtemplate import PodTemplate
 from federation.wire.agent import NodeInfo
 
 PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
@@ -48,13 +49,17 @@ class PodSpec:
     epoch: int
     task: str
     replica: int
+    template: PodTemplate  # the user's pod; what follows is Suanpan's, merged into it
+    container: str  # the template's container that gets `image`, `requests` and devices
     image: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    requests: Mapping[str, str]  # resource name -> quantity (limits equal requests)
-    command: tuple[str, ...] = ()
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, str]  # of `container`: resource name -> quantity (limits equal)
+    cpu_milli: int  # what the whole pod requests (every container, as Kubernetes counts)
+    memory_mib: int
+    env: Mapping[str, str] = field(default_factory=dict)  # every container's, before its own
+    hostname: str = ""  # the pod's stable hostname within `service`
+    service: str = ""  # the placement's headless Service, the pod's subdomain ("": none)
     node_selector: Mapping[str, str] = field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     priority: int = 0

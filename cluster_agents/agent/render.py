@@ -2,7 +2,8 @@
 
 Nothing is matched or rounded here: the compiled option of the chosen flavor already holds the
 image, the extended resources, the device request and the vendor's tolerations, and the
-compiled task the CPU and memory in the units the hub counts. Per replica the pod gets those,
+compiled task the pod template and the CPU and memory in the units the hub counts. Per replica
+the pod gets those,
 the job's priority class, our scheduler name, and the labels/annotations of
 `federation.wire.annotations` that fence and describe it.
 """
@@ -17,6 +18,8 @@ from federation.compiled import DeviceOption
 from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
 
+MASTER_PORT = 29500  # torchrun's default rendezvous port
+
 
 class RenderError(ValueError):
     """The assignment cannot be turned into pods (a task without accelerators or image)."""
@@ -25,6 +28,60 @@ class RenderError(ValueError):
 def pod_name(job: str, epoch: int, task: str, replica: int) -> str:
     """Deterministic pod name: the same assignment always renders the same names."""
     return f"sp-{job[:8]}-e{epoch}-{task}-{replica}"[:63].rstrip("-")
+
+
+def service_name(job: str, epoch: int) -> str:
+    """The headless Service of a multi-pod placement (the pods' DNS subdomain)."""
+    return f"sp-{job}-e{epoch}"
+
+
+def hostname(name: str, task: str, replica: int, pod: str) -> str:
+    """A pod's stable hostname `<job name>-<task>-<replica>` (its pod name if that is too long)."""
+    host = f"{name}-{task}-{replica}"
+    return host if len(host) <= 63 else pod
+
+
+def _master(assignment: Assignment) -> tuple[str, int]:
+    """The task and replica whose pod is the rendezvous master: replica 0 of the first task
+    with accelerators, else of the first task."""
+    first = next((t for t in assignment.tasks if t.device is not None), assignment.tasks[0])
+    return first.task.name, 0
+
+
+def rendezvous_env(
+    assignment: Assignment, task: str, replica: int, rank: int, local_world_size: int
+) -> dict[str, str]:
+    """What distributed frameworks read to find each other (PyTorch/torchrun, MindSpore)."""
+    world = assignment.replicas
+    job = str(assignment.job)
+    if world > 1:
+        master_task, master_replica = _master(assignment)
+        master_pod = pod_name(job, assignment.epoch, master_task, master_replica)
+        host = hostname(assignment.name, master_task, master_replica, master_pod)
+        master = f"{host}.{service_name(job, assignment.epoch)}"
+    else:
+        master = "localhost"
+    port = str(MASTER_PORT)
+    size = str(world)
+    return {
+        "SUANPAN_JOB_ID": job,
+        "SUANPAN_JOB_NAME": assignment.name,
+        "SUANPAN_TASK": task,
+        "SUANPAN_REPLICA": str(replica),
+        "RANK": str(rank),
+        "WORLD_SIZE": size,
+        "LOCAL_WORLD_SIZE": str(local_world_size),
+        "MASTER_ADDR": master,
+        "MASTER_PORT": port,
+        "PET_NNODES": size,
+        "PET_NODE_RANK": str(rank),
+        "PET_NPROC_PER_NODE": str(local_world_size),
+        "PET_MASTER_ADDR": master,
+        "PET_MASTER_PORT": port,
+        "MS_SCHED_HOST": master,
+        "MS_SCHED_PORT": port,
+        "MS_WORKER_NUM": str(world * local_world_size),
+    }
 
 
 def device_request_annotation(option: DeviceOption) -> str:
@@ -51,13 +108,18 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
     which node labels mark accelerator nodes (CPU-only pods avoid them unless the task is
     annotated `ACCELERATOR_NODES: allow`). A gang (assignment `gang`, more than one pod) is
     created behind the `GANG_GATE` scheduling gate; its accelerator pods carry `GANG` /
-    `GANG_SIZE` for the extender's bind.
+    `GANG_SIZE` for the extender's bind. A placement of more than one pod gets a headless
+    Service (`service_name`) as the pods' subdomain, each pod the hostname
+    `<job name>-<task>-<replica>`; every container gets `rendezvous_env`, RANK counting the
+    replicas of all tasks in order.
     """
     job = str(assignment.job)
     hints = {(h.task, h.replica): h for h in assignment.hints}
     gang = f"{job}-e{assignment.epoch}" if assignment.gang and assignment.replicas > 1 else ""
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
+    service = service_name(job, assignment.epoch) if assignment.replicas > 1 else ""
     pods: list[PodSpec] = []
+    rank = 0
     for assigned in assignment.tasks:
         task, option = assigned.task, assigned.device
         requests = {"cpu": f"{task.cpu_milli}m", "memory": f"{task.memory_mib}Mi"}
@@ -88,14 +150,18 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                 pod_annotations[ann.HINT_DEVICES] = (
                     f"{hint.node}:{','.join(map(str, hint.devices))}"
                 )
+            name = pod_name(job, assignment.epoch, task.name, replica)
+            local = option.count if option is not None else 1
             pods.append(
                 PodSpec(
-                    name=pod_name(job, assignment.epoch, task.name, replica),
+                    name=name,
                     namespace=namespace,
                     job=job,
                     epoch=assignment.epoch,
                     task=task.name,
                     replica=replica,
+                    template=task.pod,
+                    container=task.container,
                     image=image,
                     labels={
                         ann.MANAGED_LABEL: "true",
@@ -106,9 +172,11 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                     },
                     annotations=pod_annotations,
                     requests=requests,
-                    command=task.command,
-                    args=task.args,
-                    env=dict(task.env),
+                    cpu_milli=task.pod_cpu_milli,
+                    memory_mib=task.pod_memory_mib,
+                    env=rendezvous_env(assignment, task.name, replica, rank, local),
+                    hostname=hostname(assignment.name, task.name, replica, name) if service else "",
+                    service=service,
                     tolerations=tolerations,
                     priority=assignment.priority,
                     priority_class=f"suanpan-{assignment.priority_class}",
@@ -119,4 +187,5 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                     gated=bool(gang),
                 )
             )
+            rank += 1
     return pods

@@ -57,26 +57,55 @@ def _phase(status: Mapping[str, Any]) -> PodPhase:
     return cast(PodPhase, phase) if phase in _PHASES else "Unknown"
 
 
-def _container_reason(status: Mapping[str, Any], state: str) -> tuple[str, str]:
-    """The first container (init ones first) in `state` with a reason that says something."""
-    for c in (
+def _statuses(status: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """Container statuses, init containers first."""
+    return (
         *(status.get("initContainerStatuses") or ()),
         *(status.get("containerStatuses") or ()),
-    ):
+    )
+
+
+def _exit(detail: Mapping[str, Any], restarts: int) -> str:
+    """ ", exit code N, M restarts" of a terminated state, the parts that are known."""
+    code = detail.get("exitCode")
+    parts = ([f"exit code {code}"] if code is not None else []) + (
+        [f"{restarts} restarts"] if restarts else []
+    )
+    return "".join(f", {p}" for p in parts)
+
+
+def _container_reason(status: Mapping[str, Any], state: str) -> tuple[str, str]:
+    """The first container (init ones first) in `state` with a reason that says something,
+    with its exit code (or its last one, while it waits to restart) and restart count."""
+    for c in _statuses(status):
         detail = (c.get("state") or {}).get(state) or {}
         reason = detail.get("reason") or ""
         if reason and reason not in _STARTING and reason != "Completed":
             message = detail.get("message") or ""
-            last = ((c.get("lastState") or {}).get("terminated") or {}).get("reason")
-            if state == "waiting" and last:
-                message = f"{message} (last termination: {last})".strip()
+            restarts = int(c.get("restartCount") or 0)
+            last = (c.get("lastState") or {}).get("terminated") or {}
+            if state == "waiting" and last.get("reason"):
+                message = (
+                    f"{message} (last termination: {last['reason']}{_exit(last, restarts)})"
+                ).strip()
+            elif state == "terminated" and (known := _exit(detail, restarts)):
+                message = f"{message or reason} ({known[2:]})"
             return reason, f"container {c.get('name', '')}: {message or reason}"
     return "", ""
 
 
+def _failed_exit(status: Mapping[str, Any]) -> str:
+    """ " (container c: exit code N)" for the first container that exited non-zero, else ""."""
+    for c in _statuses(status):
+        code = ((c.get("state") or {}).get("terminated") or {}).get("exitCode")
+        if code:
+            return f" (container {c.get('name', '')}: exit code {code})"
+    return ""
+
+
 def _reason(status: Mapping[str, Any]) -> tuple[str, str]:
     if status.get("reason"):
-        return str(status["reason"]), str(status.get("message") or "")
+        return str(status["reason"]), str(status.get("message") or "") + _failed_exit(status)
     for state in ("waiting", "terminated"):
         found = _container_reason(status, state)
         if found[0]:

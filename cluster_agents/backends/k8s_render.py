@@ -2,39 +2,32 @@
 
 - one owner ConfigMap per (job, epoch): every pod of that placement has an ownerReference
   to it, so deleting the owner makes the garbage collector delete the pods;
-- the pods: requests equal limits, restartPolicy Never (the hub decides about retries),
-  no service account token (workloads do not talk to the API); env vars read from annotations
-  the extender writes at bind (a `fieldRef`, resolved at container start), a required node
-  affinity avoiding accelerator nodes for CPU-only pods, and the gang's scheduling gate;
+- the pods, from the task's pod template: requests equal limits, restartPolicy Never (the hub
+  decides about retries), no service account token unless the template names a service
+  account; env vars read from annotations the extender writes at bind (a `fieldRef`, resolved
+  at container start), a required node affinity avoiding accelerator nodes for CPU-only pods
+  ANDed into the user's, tolerations added to the user's, and the gang's scheduling gate;
+- a headless Service per placement of more than one pod (owned like the pods), the pods'
+  subdomain, so `<hostname>.<service>` resolves for rendezvous;
 - a PriorityClass per hub priority class, preemptionPolicy Never: the hub chooses victims,
   kube-scheduler must not evict anything on its own for our pods.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from kubernetes_asyncio.client import (
-    V1Affinity,
     V1ConfigMap,
-    V1Container,
-    V1EnvVar,
-    V1EnvVarSource,
-    V1NodeAffinity,
-    V1NodeSelector,
-    V1NodeSelectorRequirement,
-    V1NodeSelectorTerm,
-    V1ObjectFieldSelector,
     V1ObjectMeta,
     V1OwnerReference,
-    V1Pod,
-    V1PodSchedulingGate,
-    V1PodSpec,
     V1PriorityClass,
-    V1ResourceRequirements,
-    V1Toleration,
 )
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
 from federation.wire import annotations as ann
+
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def owner_name(job: str, epoch: int) -> str:
@@ -62,73 +55,119 @@ def owner_reference(job: str, epoch: int, uid: str) -> V1OwnerReference:
     )
 
 
-def _toleration(t: Toleration) -> V1Toleration:
+def _toleration(t: Toleration) -> dict[str, str]:
     if t.value:
-        return V1Toleration(key=t.key, operator="Equal", value=t.value, effect=t.effect)
-    return V1Toleration(key=t.key, operator="Exists", effect=t.effect)
+        return {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+    return {"key": t.key, "operator": "Exists", "effect": t.effect}
 
 
-def _from_annotation(name: str, key: str) -> V1EnvVar:
+def _from_annotation(name: str, key: str) -> dict[str, Any]:
     """An env var the kubelet reads from a pod annotation when the container starts."""
     path = f"metadata.annotations['{key}']"
-    return V1EnvVar(
-        name=name, value_from=V1EnvVarSource(field_ref=V1ObjectFieldSelector(field_path=path))
-    )
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
-def _avoiding(exclusions: tuple[NodeExclusion, ...]) -> V1Affinity | None:
-    """A required node affinity that no node with any of these labels satisfies."""
+def _avoiding(affinity: dict[str, Any], exclusions: tuple[NodeExclusion, ...]) -> None:
+    """Add to `affinity` a required node rule no node with any of these labels satisfies: the
+    expressions are ANDed into each of the user's required terms (one term if none)."""
     if not exclusions:
-        return None
+        return
     expressions = [
-        V1NodeSelectorRequirement(key=e.key, operator="NotIn", values=list(e.values))
+        {"key": e.key, "operator": "NotIn", "values": list(e.values)}
         if e.values
-        else V1NodeSelectorRequirement(key=e.key, operator="DoesNotExist")
+        else {"key": e.key, "operator": "DoesNotExist"}
         for e in exclusions
     ]
-    required = V1NodeSelector(
-        node_selector_terms=[V1NodeSelectorTerm(match_expressions=expressions)]
-    )
-    return V1Affinity(
-        node_affinity=V1NodeAffinity(required_during_scheduling_ignored_during_execution=required)
-    )
+    node = affinity.setdefault("nodeAffinity", {})
+    required = node.setdefault(REQUIRED, {"nodeSelectorTerms": [{}]})
+    for term in required["nodeSelectorTerms"]:
+        term["matchExpressions"] = [*term.get("matchExpressions", []), *expressions]
 
 
-def render_pod(spec: PodSpec, owner: V1OwnerReference) -> V1Pod:
-    """The v1 Pod of a `PodSpec`, owned by `owner`."""
-    env = [V1EnvVar(name=k, value=v) for k, v in sorted(spec.env.items())]
-    env += [_from_annotation(k, v) for k, v in sorted(spec.env_from_annotations.items())]
-    container = V1Container(
-        name=spec.task,
-        image=spec.image,
-        command=list(spec.command) or None,
-        args=list(spec.args) or None,
-        env=env or None,
-        resources=V1ResourceRequirements(requests=dict(spec.requests), limits=dict(spec.requests)),
-    )
-    return V1Pod(
-        api_version="v1",
-        kind="Pod",
-        metadata=V1ObjectMeta(
-            name=spec.name,
-            namespace=spec.namespace,
-            labels=dict(spec.labels),
-            annotations=dict(spec.annotations) or None,
-            owner_references=[owner],
-        ),
-        spec=V1PodSpec(
-            containers=[container],
-            restart_policy="Never",
-            scheduler_name=spec.scheduler_name or None,
-            node_selector=dict(spec.node_selector) or None,
-            tolerations=[_toleration(t) for t in spec.tolerations] or None,
-            affinity=_avoiding(spec.avoid_nodes),
-            scheduling_gates=[V1PodSchedulingGate(name=ann.GANG_GATE)] if spec.gated else None,
-            priority_class_name=spec.priority_class or None,
-            automount_service_account_token=False,
-            enable_service_links=False,
-        ),
-    )
+def _requests_are_limits(container: dict[str, Any]) -> None:
+    limits = container.get("resources", {}).get("limits")
+    if limits:
+        container["resources"] = {"requests": dict(limits), "limits": dict(limits)}
+
+
+def render_pod(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
+    """The v1 Pod (JSON) of a `PodSpec`, owned by `owner`: the task's template with what
+    Suanpan owns set (scheduler, priority class, restart policy, gate, the task container's
+    image and resources) and merged (labels, annotations, env, tolerations, node affinity)."""
+    pod = spec.template.spec.model_dump(mode="json", exclude_none=True)
+    meta = spec.template.metadata
+    env = [{"name": k, "value": v} for k, v in spec.env.items()]
+    for container in [*pod["containers"], *pod.get("initContainers", [])]:
+        _requests_are_limits(container)
+        if env:
+            container["env"] = [*env, *container.get("env", [])]  # the user's win
+        if container["name"] != spec.container:
+            continue
+        container["image"] = spec.image
+        container["resources"] = {"requests": dict(spec.requests), "limits": dict(spec.requests)}
+        env_from = [_from_annotation(k, v) for k, v in sorted(spec.env_from_annotations.items())]
+        if env_from:
+            container["env"] = [*container.get("env", []), *env_from]
+    affinity = pod.setdefault("affinity", {})
+    _avoiding(affinity, spec.avoid_nodes)
+    if not affinity:
+        del pod["affinity"]
+    tolerations = [*pod.get("tolerations", []), *map(_toleration, spec.tolerations)]
+    node_selector = {**pod.get("nodeSelector", {}), **spec.node_selector}
+    pod |= {
+        "restartPolicy": "Never",
+        "schedulerName": spec.scheduler_name or None,
+        "nodeSelector": node_selector or None,
+        "tolerations": tolerations or None,
+        "schedulingGates": [{"name": ann.GANG_GATE}] if spec.gated else None,
+        "priorityClassName": spec.priority_class or None,
+        "hostname": spec.hostname or None,
+        "subdomain": spec.service or None,
+        "enableServiceLinks": False,
+    }
+    if "serviceAccountName" not in pod:
+        pod["automountServiceAccountToken"] = False
+    metadata = {
+        "name": spec.name,
+        "namespace": spec.namespace,
+        "labels": {**meta.labels, **spec.labels},
+        "annotations": {**meta.annotations, **spec.annotations} or None,
+        "ownerReferences": [owner.to_dict(serialize=True)],
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": _dropped_none(metadata),
+        "spec": _dropped_none(pod),
+    }
+
+
+def _dropped_none(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def render_service(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
+    """The headless Service of a placement (`spec`: one of its pods): every pod of the placement
+    resolves as `<hostname>.<service>`, before it is ready too, so ranks can rendezvous."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": spec.service,
+            "namespace": spec.namespace,
+            "labels": {
+                ann.MANAGED_LABEL: "true",
+                ann.JOB_LABEL: spec.job,
+                ann.EPOCH_LABEL: str(spec.epoch),
+            },
+            "ownerReferences": [owner.to_dict(serialize=True)],
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {ann.JOB_LABEL: spec.job, ann.EPOCH_LABEL: str(spec.epoch)},
+            "publishNotReadyAddresses": True,
+        },
+    }
 
 
 def render_priority_class(name: str, value: int) -> V1PriorityClass:

@@ -25,7 +25,6 @@ from kubernetes_asyncio.client import (
     V1Namespace,
     V1ObjectMeta,
     V1OwnerReference,
-    V1Pod,
     VersionApi,
 )
 from prometheus_client import CollectorRegistry
@@ -38,6 +37,7 @@ from cluster_agents.backends.k8s_render import (
     render_owner,
     render_pod,
     render_priority_class,
+    render_service,
 )
 from cluster_agents.kube.api import JSON, KubeAPIError, call
 from cluster_agents.kube.metrics import BackendMetrics
@@ -257,11 +257,16 @@ class KubernetesBackend:
         self, namespace: str, job: str, epoch: int, specs: list[PodSpec]
     ) -> None:
         owner = await self._owner(namespace, job, epoch)
+        if specs[0].service:
+            service = render_service(specs[0], owner)
+            await self._call(
+                self._core.create_namespaced_service, namespace, service, accept=(409,)
+            )
         await self._each(self._create_pod(render_pod(spec, owner)) for spec in specs)
 
-    async def _create_pod(self, pod: V1Pod) -> None:
+    async def _create_pod(self, pod: dict[str, Any]) -> None:
         status, body = await self._call(
-            self._core.create_namespaced_pod, pod.metadata.namespace, pod, accept=(409,)
+            self._core.create_namespaced_pod, pod["metadata"]["namespace"], pod, accept=(409,)
         )
         if status != 409:
             self._cache.upsert_created(body)

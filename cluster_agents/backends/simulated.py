@@ -256,10 +256,7 @@ class SimulatedCluster:
             return None
 
     def _bind(self, pod: _Pod, now: float) -> bool:
-        cpu, mem = (
-            cpu_milli(pod.spec.requests.get("cpu", "0")),
-            memory_mib(pod.spec.requests.get("memory", "0")),
-        )
+        cpu, mem = pod.spec.cpu_milli, pod.spec.memory_mib
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
         for node in self._nodes.values():
@@ -311,8 +308,8 @@ class SimulatedCluster:
         node = self._nodes.get(pod.node)
         if node is None or pod.phase not in ("Pending", "Running") or not pod.node:
             return
-        node.used_cpu -= cpu_milli(pod.spec.requests.get("cpu", "0"))
-        node.used_mem -= memory_mib(pod.spec.requests.get("memory", "0"))
+        node.used_cpu -= pod.spec.cpu_milli
+        node.used_mem -= pod.spec.memory_mib
         node.used_pods -= 1
         if pod.request is not None and node.devices is not None:
             node.devices = release(node.devices, pod.request, pod.devices)

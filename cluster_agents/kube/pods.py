@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from federation.catalog import Catalog, parse_quantity, pod_device_usage
+from federation.podtemplate import effective_request
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.wire import annotations as wire
 
@@ -103,14 +104,20 @@ def _containers(pod: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[dict
     )
 
 
-def _cpu_memory(containers: list[dict[str, str]], init: list[dict[str, str]]) -> tuple[int, int]:
-    """Effective CPU (milli) and memory (MiB) requests: the app sum or the largest init."""
+def _cpu_memory(pod: Mapping[str, Any]) -> tuple[int, int]:
+    """Effective CPU (milli) and memory (MiB) requests, as kube-scheduler counts them (sidecars
+    with the containers)."""
+    containers, init = _containers(pod)
+    sidecars = [
+        c.get("restartPolicy") == "Always"
+        for c in (pod.get("spec") or {}).get("initContainers") or ()
+    ]
 
     def total(name: str, scale: int) -> int:
         def one(requests: Mapping[str, str]) -> int:
             return int(parse_quantity(requests[name]) * scale) if name in requests else 0
 
-        return max(sum(one(c) for c in containers), max((one(c) for c in init), default=0))
+        return effective_request(map(one, containers), zip(map(one, init), sidecars, strict=True))
 
     return total("cpu", 1000), total("memory", 1) // MIB
 
@@ -126,7 +133,7 @@ def pod_demand(
     """
     containers, init = _containers(pod)
     try:
-        cpu, memory = _cpu_memory(containers, init)
+        cpu, memory = _cpu_memory(pod)
         usage = {k: n for k, n in pod_device_usage(catalog, containers, init).items() if n}
     except ValueError as exc:
         raise DemandError(f"bad resource quantity: {exc}") from exc
@@ -187,7 +194,7 @@ def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
             demand = None
     containers, init = _containers(pod)
     try:
-        cpu, memory = _cpu_memory(containers, init)
+        cpu, memory = _cpu_memory(pod)
         slot = _device_slot(catalog, [*init, *containers]) if demand else len(init)
     except ValueError:
         cpu, memory, slot = 0, 0, len(init)

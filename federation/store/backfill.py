@@ -1,4 +1,5 @@
-"""Compile jobs stored before compiled forms existed (schema 0002), once, after migrating.
+"""Compile jobs stored before compiled forms existed (schema 0002), or in an older compiled
+form (version 1: no pod template), once, after migrating.
 
 A job whose manifest no longer validates or compiles against the catalog is failed with the
 reason; a terminal job is left as it is (nothing reads its compiled form).
@@ -10,6 +11,7 @@ import sqlalchemy as sa
 from pydantic import ValidationError
 
 from federation.catalog import Catalog
+from federation.compiled import CompiledJob
 from federation.compiler import CompileError, compile_job
 from federation.spec import JobManifest
 from federation.store.database import Database
@@ -18,14 +20,22 @@ from federation.store.tables import jobs
 
 
 async def compile_uncompiled(url: str, catalog: Catalog) -> tuple[int, int]:
-    """Compile every non-terminal job that lacks a compiled form; return (compiled, failed)."""
+    """Compile every non-terminal job that lacks a current compiled form; return (compiled,
+    failed)."""
+    current = str(CompiledJob.model_fields["version"].default)
     db = Database(url)
     compiled = failed = 0
     try:
         async with db.transaction() as conn:
             rows = await conn.execute(
                 sa.select(jobs.c.id, jobs.c.spec)
-                .where(jobs.c.compiled.is_(None), jobs.c.state.not_in(TERMINAL_JOB_STATES))
+                .where(
+                    sa.or_(
+                        jobs.c.compiled.is_(None),
+                        jobs.c.compiled["version"].astext.is_distinct_from(current),
+                    ),
+                    jobs.c.state.not_in(TERMINAL_JOB_STATES),
+                )
                 .with_for_update()
             )
             for job_id, spec in rows.all():

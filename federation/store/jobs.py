@@ -16,7 +16,12 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, FieldError, InvalidInput, NotFound
-from federation.store.lifecycle import may_move, move_job, release_placements
+from federation.store.lifecycle import (
+    INSERT_QUEUED_JOBS,
+    may_move,
+    move_job,
+    release_placements,
+)
 from federation.store.listener import JOBS
 from federation.store.records import Event, Job
 from federation.store.tables import clusters, events, jobs, queues, tenants
@@ -68,21 +73,6 @@ class NewJob:
 
 # One statement inserts any number of submissions (a repeated idempotency key is skipped), and
 # one more adds their tasks and events and wakes the scheduler: two round trips per batch.
-_INSERT_JOBS = sa.text(
-    """
-    INSERT INTO jobs (id, tenant_id, queue_id, name, labels, spec, compiled, state, priority,
-                      priority_class, preemptible, idempotency_key, request_hash)
-    SELECT r.id, r.tenant_id, r.queue_id, r.name, r.labels, r.spec, r.compiled, 'Queued',
-           r.priority, r.priority_class, r.preemptible, r.idempotency_key, r.request_hash
-    FROM jsonb_to_recordset(:rows) AS r(
-        id uuid, tenant_id uuid, queue_id uuid, name text, labels jsonb, spec jsonb,
-        compiled jsonb, priority int, priority_class text, preemptible boolean,
-        idempotency_key text, request_hash text, n int)
-    ORDER BY r.n
-    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING jobs.*
-    """
-).bindparams(sa.bindparam("rows", type_=JSONB))
 _ADD_TASKS_EVENTS_AND_WAKE = sa.text(
     """
     WITH new_tasks AS (
@@ -124,7 +114,7 @@ async def submit_many(conn: AsyncConnection, news: list[NewJob]) -> list[Submitt
         }
         for n, (job_id, new) in enumerate(zip(ids, news, strict=True))
     ]
-    inserted = {r.id: r for r in await conn.execute(_INSERT_JOBS, {"rows": rows})}
+    inserted = {r.id: r for r in await conn.execute(INSERT_QUEUED_JOBS, {"rows": rows})}
     created = [(job_id, new) for job_id, new in zip(ids, news, strict=True) if job_id in inserted]
     if created:
         await conn.execute(

@@ -74,6 +74,23 @@ def may_move(current: str, target: str) -> bool:
 
 # --- jobs ---------------------------------------------------------------------------------
 
+# a job's birth: submissions enter the queue (a repeated idempotency key is skipped)
+INSERT_QUEUED_JOBS = sa.text(
+    """
+    INSERT INTO jobs (id, tenant_id, queue_id, name, labels, spec, compiled, state, priority,
+                      priority_class, preemptible, idempotency_key, request_hash)
+    SELECT r.id, r.tenant_id, r.queue_id, r.name, r.labels, r.spec, r.compiled, 'Queued',
+           r.priority, r.priority_class, r.preemptible, r.idempotency_key, r.request_hash
+    FROM jsonb_to_recordset(:rows) AS r(
+        id uuid, tenant_id uuid, queue_id uuid, name text, labels jsonb, spec jsonb,
+        compiled jsonb, priority int, priority_class text, preemptible boolean,
+        idempotency_key text, request_hash text, n int)
+    ORDER BY r.n
+    ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
+    RETURNING jobs.*
+    """
+).bindparams(sa.bindparam("rows", type_=JSONB))
+
 
 async def move_job(
     conn: AsyncConnection,

@@ -27,6 +27,7 @@ class Tenant:
     id: uuid.UUID
     name: str
     display_name: str
+    policy: dict[str, bool]  # a TenantPolicy's JSON
     created_at: datetime
 
 

@@ -49,6 +49,7 @@ tenants = Table(
     Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
     Column("name", String(63), nullable=False, unique=True),
     Column("display_name", String(256), nullable=False, server_default=""),
+    Column("policy", JSONB, nullable=False, server_default=text("'{}'::jsonb")),  # TenantPolicy
     _created(),
 )
 

@@ -39,6 +39,21 @@ async def get_tenant(conn: AsyncConnection, name: str) -> Tenant:
     return Tenant(**row._mapping)
 
 
+async def set_policy(conn: AsyncConnection, name: str, policy: dict[str, bool]) -> Tenant:
+    """Replace the policy of the tenant named `name`."""
+    row = (
+        await conn.execute(
+            sa.update(tenants)
+            .where(tenants.c.name == name)
+            .values(policy=policy)
+            .returning(*tenants.c)
+        )
+    ).one_or_none()
+    if row is None:
+        raise NotFound("tenant", name)
+    return Tenant(**row._mapping)
+
+
 async def list_tenants(conn: AsyncConnection, only: uuid.UUID | None = None) -> list[Tenant]:
     """All tenants, or only the one with id `only`."""
     query = sa.select(tenants).order_by(tenants.c.name)
@@ -178,6 +193,7 @@ class SubmissionTarget:
     queue_id: uuid.UUID | None  # None: no such queue in the tenant
     priority: int | None  # None: no such priority class
     preemptible_default: bool
+    policy: dict[str, bool]  # the tenant's TenantPolicy JSON
 
 
 async def submission_target(
@@ -193,6 +209,7 @@ async def submission_target(
         sa.select(
             tenants.c.id,
             tenants.c.name,
+            tenants.c.policy,
             queues.c.id.label("queue_id"),
             priority_classes.c.value,
             priority_classes.c.preemptible_default,
@@ -209,5 +226,5 @@ async def submission_target(
     if row is None:
         return None
     return SubmissionTarget(
-        row.id, row.name, row.queue_id, row.value, bool(row.preemptible_default)
+        row.id, row.name, row.queue_id, row.value, bool(row.preemptible_default), row.policy
     )

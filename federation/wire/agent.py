@@ -14,8 +14,9 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from federation.compiled import CompiledJob, CompiledTask, DeviceOption
+from federation.k8s_names import DnsLabel, Labels, LabelValue
 from federation.scheduling.devices import NodeDevices
-from federation.spec import DnsLabel, FailoverPolicy, Labels, LabelValue
+from federation.spec import FailoverPolicy
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 MAX_NODES_PER_REPORT = 10_000

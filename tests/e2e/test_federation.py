@@ -366,3 +366,126 @@ async def test_a_job_the_cluster_cannot_bind_is_explained_and_fails_after_its_ca
         await wait_for("the failed job's pods deleted", cleaned, 30)
     finally:
         EXTENDERS[SHANGHAI].start()
+
+
+async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world: World) -> None:
+    """Done-when of issue 10 part 1-2: ConfigMap, Secret and a statically bound PVC mounted, a
+    secret in env; both pods bound through the extender; the headless Service's EndpointSlice
+    lists both; each pod's env has its rank, the world size and the master's address."""
+    ns, pv = f"/api/v1/namespaces/{NS}", f"fed-data-{NS}"
+    async with world.cluster(BEIJING).client() as client:
+        await client.post(f"{ns}/configmaps", {"metadata": {"name": "cfg"}, "data": {"a": "1"}})
+        await client.post(f"{ns}/secrets", {"metadata": {"name": "hf"}, "stringData": {"t": "s"}})
+        await client.post(
+            "/api/v1/persistentvolumes",
+            {
+                "metadata": {"name": pv},
+                "spec": {
+                    "capacity": {"storage": "10Gi"},
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "nfs": {"server": "10.0.0.1", "path": "/datasets"},
+                },
+            },
+        )
+        await client.post(
+            f"{ns}/persistentvolumeclaims",
+            {
+                "metadata": {"name": "datasets"},
+                "spec": {
+                    "accessModes": ["ReadWriteMany"],
+                    "storageClassName": "",
+                    "volumeName": pv,
+                    "resources": {"requests": {"storage": "10Gi"}},
+                },
+            },
+        )
+
+        async def bound() -> bool:
+            claim = await client.get(f"{ns}/persistentvolumeclaims/datasets")
+            return bool(claim.get("status", {}).get("phase") == "Bound")
+
+        await wait_for("the claim bound to its volume", bound, 30)
+    container = {
+        "name": "trainer",
+        "command": ["python", "train.py"],
+        "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "t"}}}],
+        "volumeMounts": [
+            {"name": "cfg", "mountPath": "/cfg"},
+            {"name": "hf", "mountPath": "/hf"},
+            {"name": "data", "mountPath": "/data"},
+        ],
+    }
+    trainer = {
+        **task("trainer", "huawei/Ascend910B3", count=2, replicas=2, run_s=600),
+        "image": None,
+        "annotations": None,
+        "images": {"huawei": "mindspore:2.3"},
+        "template": {
+            "metadata": {"annotations": {ann.RUN_SECONDS: "600"}},
+            "spec": {
+                "containers": [container],
+                "volumes": [
+                    {"name": "cfg", "configMap": {"name": "cfg"}},
+                    {"name": "hf", "secret": {"secretName": "hf"}},
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}},
+                ],
+            },
+        },
+    }
+    trainer = {k: v for k, v in trainer.items() if v is not None}
+    body = manifest("tmpl", trainer)
+    body["spec"]["placement"] = {"clusters": [BEIJING]}
+    job = await world.submit(body)
+    await world.until(job["id"], "Running", timeout_s=60)
+    pods = sorted(await world.pods(BEIJING, job["id"]), key=lambda p: p["metadata"]["name"])
+    assert [p["status"]["phase"] for p in pods] == ["Running", "Running"]
+    assert all(ann.DEVICES in p["metadata"]["annotations"] for p in pods)  # the extender bound
+    service = f"sp-{job['id']}-e1"
+    for replica, pod in enumerate(pods):
+        spec = pod["spec"]
+        assert (spec["hostname"], spec["subdomain"]) == (f"tmpl-trainer-{replica}", service)
+        assert {v["name"] for v in spec["volumes"]} >= {"cfg", "hf", "data"}
+        (main,) = spec["containers"]
+        env = {e["name"]: e.get("value") for e in main["env"]}
+        assert env["RANK"] == str(replica) and env["WORLD_SIZE"] == "2"
+        assert env["LOCAL_WORLD_SIZE"] == "2"
+        assert env["MASTER_ADDR"] == f"tmpl-trainer-0.{service}"
+        assert main["image"] == "mindspore:2.3"
+        secret = next(e for e in main["env"] if e["name"] == "HF_TOKEN")
+        assert secret["valueFrom"] == {"secretKeyRef": {"name": "hf", "key": "t"}}
+
+    async with world.cluster(BEIJING).client() as client:
+
+        async def listed_both() -> bool:
+            slices = await client.get(
+                f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
+                f"?labelSelector=kubernetes.io%2Fservice-name%3D{service}"
+            )
+            names = {
+                e["targetRef"]["name"]
+                for s in slices["items"]
+                for e in s.get("endpoints") or []
+                if e.get("targetRef")
+            }
+            return names == {p["metadata"]["name"] for p in pods}
+
+        await wait_for("the EndpointSlice listing both pods", listed_both, 30)
+    await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+
+
+async def test_a_failed_replica_shows_its_reason_and_exit_code_in_the_jobs_events(
+    world: World,
+) -> None:
+    failing = task("w", None, run_s=1)
+    failing["annotations"] |= {ann.FAIL_REASON: "Error", "suanpan.io/exit-code": "3"}
+    job = await world.submit(manifest("exits", failing))
+    said: list[str] = []
+
+    async def told() -> bool:
+        events = await world.fleet.call("GET", f"/v1/jobs/{job['id']}/events", world.token)
+        said[:] = [f"{e['reason']}: {e['message']}" for e in events["items"]]
+        return any(s.startswith("Error: ") and "container w: exit code 3" in s for s in said)
+
+    await wait_for("the failure's reason and exit code in the events", told, 60)
+    await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)

@@ -26,6 +26,7 @@ from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import KubeError, ssl_context
 from federation.catalog import load_catalog
+from federation.podtemplate import PodTemplate
 from federation.wire import annotations as ann
 from federation.wire.agent import DeviceInfo, NodeInfo
 
@@ -143,6 +144,10 @@ def spec(
         epoch=1,
         task="worker",
         replica=replica,
+        template=PodTemplate.model_validate({"spec": {"containers": [{"name": "worker"}]}}),
+        container="worker",
+        cpu_milli=1000,
+        memory_mib=1024,
         image="registry.local/train:1",
         labels={
             ann.MANAGED_LABEL: "true",
@@ -399,6 +404,48 @@ async def test_delete_pods_also_removes_the_emptied_owner(
         while not await owner_gone():
             assert time.monotonic() < deadline, "owner ConfigMap not deleted"
             await asyncio.sleep(0.1)
+
+
+async def test_a_multi_pod_placement_gets_a_headless_service_listing_its_pods(
+    backend: KubernetesBackend, cluster: ClusterState
+) -> None:
+    job = job_id()
+    service = f"sp-{job}-e1"
+    specs = [
+        replace(spec(job, r, CPU_NODE), hostname=f"train-worker-{r}", service=service)
+        for r in range(2)
+    ]
+    await backend.create_pods(specs)
+    async with cluster.client() as client:
+        svc = await client.get(f"/api/v1/namespaces/{NS}/services/{service}")
+        owner = await client.get(f"/api/v1/namespaces/{NS}/configmaps/suanpan-{job}-e1")
+    assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"]
+    assert svc["metadata"]["ownerReferences"][0]["uid"] == owner["metadata"]["uid"]
+    pods = await listed(
+        cluster, f"/api/v1/namespaces/{NS}/pods?labelSelector={ann.JOB_LABEL}={job}"
+    )
+    assert {(p["spec"]["hostname"], p["spec"]["subdomain"]) for p in pods} == {
+        ("train-worker-0", service),
+        ("train-worker-1", service),
+    }
+
+    async def endpoints() -> set[str] | None:
+        path = f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
+        slices = await listed(cluster, f"{path}?labelSelector=kubernetes.io/service-name={service}")
+        names = {
+            e["targetRef"]["name"]
+            for s in slices
+            for e in s.get("endpoints") or []
+            if e.get("targetRef")
+        }
+        return names if len(names) == 2 else None
+
+    deadline = time.monotonic() + 30
+    while (found := await endpoints()) is None:
+        assert time.monotonic() < deadline, "the EndpointSlice never listed both pods"
+        await asyncio.sleep(0.5)
+    assert found == {s.name for s in specs}
+    await backend.delete_pods([s.name for s in specs], 0)
 
 
 # ------------------------------------------------------------------------------------- RBAC

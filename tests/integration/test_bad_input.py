@@ -43,6 +43,7 @@ def _drop(path: str) -> Edit:
 
 
 ACCEL = "spec.tasks.0.resources.accelerators"
+TEMPLATED = {"name": "w", "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}
 CASES: list[tuple[str, Edit, str, str]] = [
     ("wrong apiVersion", _set("apiVersion", "v1"), "apiVersion", "suanpan.io/v1"),
     ("wrong kind", _set("kind", "Pod"), "kind", "Job"),
@@ -117,6 +118,31 @@ CASES: list[tuple[str, Edit, str, str]] = [
     ("unknown queue", _set("spec.queue", "nope"), "spec.queue", "an existing queue"),
     ("unknown priority class", _set("spec.priorityClass", "urgent"), "spec.priorityClass", ""),
     ("gang not a bool", _set("spec.gang", "sometimes"), "spec.gang", ""),
+    (
+        "template sets the scheduler",
+        _set("spec.tasks.0.template", {"spec": {"containers": [{"name": "w"}], "nodeName": "n"}}),
+        "spec.tasks[0].template.spec.nodeName",
+        "",
+    ),
+    (
+        "template asks for devices itself",
+        _set(
+            "spec.tasks.0.template",
+            {
+                "spec": {
+                    "containers": [{"name": "w", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+                }
+            },
+        ),
+        "spec.tasks[0].template.spec.containers[0].resources.limits.nvidia.com/gpu",
+        "",
+    ),
+    (
+        "short form beside a template",
+        _set("spec.tasks.0", {**TEMPLATED, "command": ["x"]}),
+        "spec.tasks[0].command",
+        "absent",
+    ),
 ]
 
 

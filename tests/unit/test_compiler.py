@@ -31,7 +31,7 @@ H100 = "nvidia/H100-80GB"
 def _pod_json(task: dict[str, Any], flavor: str | None) -> dict[str, Any]:
     """The first pod rendered for `task` on `flavor`, as kube-scheduler sends it."""
     spec = render(assignment(CATALOG, [task], {task["name"]: flavor}), "ns", CATALOG)[0]
-    return render_pod(spec, owner_reference("j", 1, "u")).to_dict(serialize=True)  # type: ignore[no-any-return]
+    return render_pod(spec, owner_reference("j", 1, "u"))
 
 
 def _share_task(fraction: float, flavor: str = H100, **accel: Any) -> dict[str, Any]:

@@ -8,7 +8,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from api.schemas import QueueIn, TenantIn
-from federation.spec import JobManifest, label_map, qualified_name
+from federation.k8s_names import label_map, qualified_name
+from federation.spec import JobManifest
 from federation.wire.agent import InventoryReport, Registration, StatusReport
 
 GOOD_KEYS = ["a", "app", "A.b_c-d", "example.com/app", "a.b.c/x", "k8s.io/" + "n" * 63, "x" * 63]

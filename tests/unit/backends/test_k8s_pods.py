@@ -30,7 +30,7 @@ def test_recorded_kwok_pods() -> None:
     assert status(recorded("pods", "oom_killed")) == (
         "Failed",
         "OOMKilled",
-        "pod failed: OOMKilled",
+        "pod failed: OOMKilled (container worker: exit code 137)",
     )
     phase, reason, message = status(recorded("pods", "unschedulable"))
     assert (phase, reason) == ("Pending", "Unschedulable")
@@ -82,13 +82,22 @@ WAITING = {"waiting": {"reason": "ImagePullBackOff", "message": 'Back-off pullin
             (
                 "Running",
                 "CrashLoopBackOff",
-                "container w: back-off 5m0s (last termination: OOMKilled)",
+                "container w: back-off 5m0s (last termination: OOMKilled, exit code 137)",
             ),
         ),
         (  # a real kubelet reports OOMKilled on the container only
             "Failed",
             {"containerStatuses": [container("w", {"terminated": {"reason": "OOMKilled"}})]},
             ("Failed", "OOMKilled", "container w: OOMKilled"),
+        ),
+        (
+            "Failed",
+            {
+                "containerStatuses": [
+                    container("w", {"terminated": {"reason": "Error", "exitCode": 3}})
+                ]
+            },
+            ("Failed", "Error", "container w: Error (exit code 3)"),
         ),
         (
             "Failed",

@@ -14,6 +14,7 @@ from cluster_agents.backends.k8s_render import (
     render_pod,
     render_priority_class,
 )
+from federation.podtemplate import PodTemplate
 from tests.compiled_jobs import assignment
 from tests.unit.backends.k8s_objects import CATALOG, JOB
 
@@ -56,7 +57,29 @@ def as_json(obj: Any) -> dict[str, Any]:
             return [clean(v) for v in value]
         return value
 
-    return clean(obj.to_dict(serialize=True))  # type: ignore[no-any-return]
+    return clean(obj if isinstance(obj, dict) else obj.to_dict(serialize=True))  # type: ignore[no-any-return]
+
+
+MASTER = f"llm-worker-0.sp-{JOB}-e3"
+RENDEZVOUS = {
+    "SUANPAN_JOB_ID": JOB,
+    "SUANPAN_JOB_NAME": "llm",
+    "SUANPAN_TASK": "worker",
+    "SUANPAN_REPLICA": "1",
+    "RANK": "1",
+    "WORLD_SIZE": "2",
+    "LOCAL_WORLD_SIZE": "4",
+    "MASTER_ADDR": MASTER,
+    "MASTER_PORT": "29500",
+    "PET_NNODES": "2",
+    "PET_NODE_RANK": "1",
+    "PET_NPROC_PER_NODE": "4",
+    "PET_MASTER_ADDR": MASTER,
+    "PET_MASTER_PORT": "29500",
+    "MS_SCHED_HOST": MASTER,
+    "MS_SCHED_PORT": "29500",
+    "MS_WORKER_NUM": "8",
+}
 
 
 def test_pod_from_rendered_assignment() -> None:
@@ -99,7 +122,11 @@ def test_pod_from_rendered_assignment() -> None:
                     "image": "train:1",
                     "command": ["python"],
                     "args": ["train.py"],
-                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                    "env": [
+                        *({"name": k, "value": v} for k, v in RENDEZVOUS.items()),
+                        {"name": "B", "value": "2"},
+                        {"name": "A", "value": "1"},
+                    ],
                     "resources": {"requests": requests, "limits": requests},
                 }
             ],
@@ -109,6 +136,8 @@ def test_pod_from_rendered_assignment() -> None:
                 {"key": "huawei.com/Ascend910", "operator": "Exists", "effect": "NoSchedule"}
             ],
             "priorityClassName": "suanpan-high",
+            "hostname": "llm-worker-1",
+            "subdomain": f"sp-{JOB}-e3",
             "automountServiceAccountToken": False,
             "enableServiceLinks": False,
             "schedulingGates": [{"name": "suanpan.io/gang"}],
@@ -154,9 +183,10 @@ def test_cpu_only_pods_require_nodes_without_accelerator_labels() -> None:
 def test_optional_fields() -> None:
     bare = replace(
         spec(),
-        command=(),
-        args=(),
+        template=PodTemplate.model_validate({"spec": {"containers": [{"name": "worker"}]}}),
         env={},
+        hostname="",
+        service="",
         annotations={},
         priority_class="",
         scheduler_name="",
@@ -166,7 +196,8 @@ def test_optional_fields() -> None:
     pod = as_json(render_pod(bare, owner_reference(JOB, 3, "u")))
     container = pod["spec"]["containers"][0]
     assert not {"command", "args", "env"} & container.keys()
-    assert not {"priorityClassName", "schedulerName", "priority"} & pod["spec"].keys()
+    unset = {"priorityClassName", "schedulerName", "priority", "hostname", "subdomain"}
+    assert not unset & pod["spec"].keys()
     assert "annotations" not in pod["metadata"]
     assert pod["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "n1"}
     assert pod["spec"]["tolerations"] == [

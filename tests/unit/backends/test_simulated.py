@@ -7,6 +7,7 @@ import asyncio
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+from federation.podtemplate import PodTemplate
 from tests.unit.backends.k8s_objects import CATALOG
 
 GPU_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}
@@ -20,6 +21,10 @@ def _pod(name: str, avoid: tuple[NodeExclusion, ...]) -> PodSpec:
         epoch=1,
         task="prep",
         replica=0,
+        template=PodTemplate.model_validate({"spec": {"containers": [{"name": "prep"}]}}),
+        container="prep",
+        cpu_milli=1000,
+        memory_mib=1024,
         image="cpu",
         labels={},
         annotations={},
