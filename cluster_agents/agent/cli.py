@@ -41,9 +41,18 @@ def metrics_address(value: str) -> tuple[str, int] | None:
     return host or "127.0.0.1", int(port)
 
 
+def _reachable() -> str | None:
+    return None
+
+
 async def _metrics_server(
-    agent: Agent, registry: CollectorRegistry, host: str, port: int
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    apiserver_problem: Callable[[], str | None] = _reachable,
 ) -> tuple[web.AppRunner, int]:
+    """/metrics, /healthz and /readyz (503 with `apiserver_problem()` when it is not None)."""
+
     async def metrics(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
@@ -53,7 +62,7 @@ async def _metrics_server(
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        problem = agent.apiserver_problem
+        problem = apiserver_problem()
         return (
             web.Response(text="ok") if problem is None else web.Response(status=503, text=problem)
         )
@@ -106,7 +115,10 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
     )
     runner = None
     if args.metrics is not None:
-        runner, port = await _metrics_server(agent, registry, *args.metrics)
+        host, wanted = args.metrics
+        runner, port = await _metrics_server(
+            registry, host, wanted, lambda: agent.apiserver_problem
+        )
         log.warning("metrics on http://%s:%s/metrics", args.metrics[0], port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
