@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e lint bench clean venv
+.PHONY: demo test unit e2e lint bench chaos clean venv
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -35,6 +35,11 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.chaos --seed 2 --faults 60
+
+# real hub replicas, PostgreSQL and agents under seeded faults (docs/failover.md)
+chaos: $(STAMP)
+	$(BIN)/python -m bench.chaos --seed $${SEED:-1} --faults $${FAULTS:-20}
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

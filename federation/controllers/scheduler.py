@@ -11,6 +11,9 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, replace
+from datetime import datetime
+
+import sqlalchemy as sa
 
 from federation import metrics
 from federation.aio import sleep_unless_stopped
@@ -20,7 +23,7 @@ from federation.controllers.leader import Leadership
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
-from federation.store.database import Database
+from federation.store.database import DATABASE_DOWN, Database
 from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger(__name__)
@@ -57,6 +60,8 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
+        # when leading (with a working database) last began; leases count from then at most
+        self.leading_since: datetime | None = None
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
@@ -99,9 +104,13 @@ class SchedulerLoop:
         return report
 
     async def check_health(self) -> list[str]:
-        """Apply heartbeat timeouts and drains."""
+        """Apply lease timeouts, reachability and drains; leases are counted from the moment
+        this replica (re)gained a working database at the earliest, so neither a hub restart
+        nor a database outage makes healthy clusters lose their work."""
         async with self.db.transaction() as conn:
-            return await health.check(conn, self.config.health)
+            if self.leading_since is None:
+                self.leading_since = await conn.scalar(sa.select(sa.func.now()))
+            return await health.check(conn, self.config.health, self.leading_since)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Lead when possible and run cycles until `stop` is set."""
@@ -121,13 +130,14 @@ class SchedulerLoop:
                     await self._wait(stop)
             except LostLeadership:
                 log.warning("lost leadership; stepping down")
-            except (OSError, ConnectionError) as exc:
-                log.warning("database unavailable (%s); retrying", exc)
+            except DATABASE_DOWN as exc:
+                log.warning("database unavailable (%r); pausing", exc)
                 await sleep_unless_stopped(stop, 1.0)
             except Exception:
                 log.exception("scheduling cycle failed; retrying")
                 await sleep_unless_stopped(stop, 1.0)
             finally:
+                self.leading_since = None
                 metrics.LEADER.set(0)
                 if stop.is_set():
                     await self.leadership.release()
