@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e lint bench clean venv browser
+.PHONY: demo test unit e2e lint bench chaos clean venv browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -41,6 +41,11 @@ demo: $(STAMP) browser
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.run
+	$(BIN)/python -m bench.chaos --seed 2 --faults 60
+
+# real hub replicas, PostgreSQL and agents under seeded faults (docs/failover.md)
+chaos: $(STAMP)
+	$(BIN)/python -m bench.chaos --seed $${SEED:-1} --faults $${FAULTS:-20}
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

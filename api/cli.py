@@ -199,7 +199,10 @@ async def _run(args: argparse.Namespace) -> int:
 def parser() -> argparse.ArgumentParser:
     """The argument parser of `suanpan`."""
     p = argparse.ArgumentParser(prog="suanpan", description=__doc__.splitlines()[0])
-    p.add_argument("--hub", help="hub URL (default $SUANPAN_HUB or the config file)")
+    p.add_argument(
+        "--hub",
+        help="hub URL, or several separated by commas (default $SUANPAN_HUB or the config file)",
+    )
     p.add_argument("--token", help="API token (default $SUANPAN_TOKEN or the config file)")
     out = argparse.ArgumentParser(add_help=False)
     out.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")

@@ -24,10 +24,15 @@ class HubError(Exception):
 
 
 class HubClient:
-    """Calls the hub with a bearer token; raises HubError on any error status."""
+    """Calls the hub with a bearer token; raises HubError on any error status.
+
+    `url` may list several hub replicas separated by commas: a call that cannot connect to
+    one (nothing was sent) is sent to the next, which then serves the following calls.
+    """
 
     def __init__(self, url: str, token: str | None, *, timeout: float = 30) -> None:
-        self.url = url.rstrip("/")
+        self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
+        self.url = self.urls[0]
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._session = aiohttp.ClientSession(
             headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
@@ -59,9 +64,29 @@ class HubClient:
         headers: dict[str, str] | None = None,
     ) -> Any:
         """Send a request and return the decoded JSON body (None for 204)."""
+        first = self.urls.index(self.url)
+        order = self.urls[first:] + self.urls[:first]
+        for url in order[:-1]:
+            try:
+                return await self._send(url, method, path, json, data, params, headers)
+            except aiohttp.ClientConnectorError:
+                continue
+        return await self._send(order[-1], method, path, json, data, params, headers)
+
+    async def _send(
+        self,
+        url: str,
+        method: str,
+        path: str,
+        json: Any,
+        data: str | None,
+        params: dict[str, str] | None,
+        headers: dict[str, str] | None,
+    ) -> Any:
         async with self._session.request(
-            method, self.url + path, json=json, data=data, params=params, headers=headers
+            method, url + path, json=json, data=data, params=params, headers=headers
         ) as resp:
+            self.url = url
             if resp.status == 204:
                 return None
             body = await resp.json(content_type=None)

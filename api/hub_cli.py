@@ -20,7 +20,7 @@ from federation.settings import HubSettings
 from federation.store import backup, migrate
 from federation.store.backfill import compile_uncompiled
 from federation.store.bootstrap import ensure_admin_token
-from federation.store.database import Database
+from federation.store.database import DATABASE_DOWN, Database
 from federation.store.embedded import (
     PG_BIN,
     EmbeddedError,
@@ -95,7 +95,13 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
     from api.security import HubRunner
 
     async with database(settings) as db:
-        token = await ensure_admin_token(db, settings.admin_token)
+        while True:  # a hub started during a database outage waits for it, it never exits
+            try:
+                token = await ensure_admin_token(db, settings.admin_token)
+                break
+            except DATABASE_DOWN as exc:
+                log.warning("database unavailable (%r); retrying", exc)
+                await asyncio.sleep(1.0)
         if token is not None and settings.admin_token is None:
             print(f"first admin token (shown once): {token}", flush=True)
         catalog = load_catalog()

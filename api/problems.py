@@ -14,6 +14,7 @@ from sqlalchemy import exc as sa_exc
 
 from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
 from federation.k8s_names import DNS_LABEL
+from federation.store.database import DATABASE_DOWN
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
 DNS_LABEL_MESSAGE = (
@@ -23,6 +24,8 @@ NUL_MESSAGE = "must not contain the NUL character (\\u0000)"
 log = logging.getLogger(__name__)
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+RETRY_AFTER_S = 2
 
 
 def problem_response(
@@ -133,17 +136,13 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return problem_response(
             exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http"), allow
         )
-    except (
-        OSError,
-        TimeoutError,
-        sa_exc.TimeoutError,
-        sa_exc.OperationalError,
-        sa_exc.InterfaceError,
-    ) as exc:
+    except DATABASE_DOWN as exc:
         log.error("database unavailable on %s %s: %s", request.method, request.path, _kind(exc))
-        return problem_response(
+        response = problem_response(
             503, "Service unavailable", "the database does not answer; retry later", "unavailable"
         )
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+        return response
     except sa_exc.StatementError as exc:
         # never log the exception's text: it carries the statement's parameters (specs, env)
         log.error(

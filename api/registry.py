@@ -33,6 +33,8 @@ READERS: frozenset[Role] = frozenset({"admin", "member", "viewer"})
 WRITERS: frozenset[Role] = frozenset({"admin", "member"})
 ADMIN: frozenset[Role] = frozenset({"admin"})
 BODY_TIMEOUT_S = 60.0  # a client that announces a body must send all of it within this
+MAX_YAML_BYTES = 1 << 20  # YAML is parsed in Python: for manifests, not for inventories
+INLINE_PARSE_BYTES = 256 << 10  # larger bodies are parsed and validated in a worker thread
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml")
 HEADER_PATTERN = "^[!-~]{1,128}$"  # the documented form of the headers operations read
 
@@ -100,6 +102,11 @@ class Operation:
     @property
     def operation_id(self) -> str:
         return self.handler.__name__
+
+    @property
+    def takes_yaml(self) -> bool:
+        """Whether the body may be YAML (only where bodies are small: YAML parses slowly)."""
+        return self.max_body <= MAX_YAML_BYTES
 
 
 class _YamlLoader(yaml.SafeLoader):
@@ -268,7 +275,14 @@ def _endpoint(op: Operation) -> Callable[[web.Request], Awaitable[web.StreamResp
                 raise BodyTimeout() from exc
             if len(raw) > op.max_body:
                 raise web.HTTPRequestEntityTooLarge(max_size=op.max_body, actual_size=len(raw))
-            body = parse_body(op.body, raw, request.content_type)
+            if request.content_type in YAML_TYPES and not op.takes_yaml:
+                raise web.HTTPUnsupportedMediaType(
+                    text="this operation takes JSON only: its bodies are too large for YAML"
+                )
+            if len(raw) > INLINE_PARSE_BYTES:  # off the event loop: other requests go on
+                body = await asyncio.to_thread(parse_body, op.body, raw, request.content_type)
+            else:
+                body = parse_body(op.body, raw, request.content_type)
         reply = await op.handler(Call(request, principal, body, query))
         if isinstance(reply, web.StreamResponse):
             return reply
@@ -293,6 +307,7 @@ _ERROR_TEXT = {
     409: "Conflict with the current state",
     408: "The announced body did not arrive in time",
     413: "Body too large",
+    415: "Not JSON (this operation takes no YAML)",
     422: "Invalid input: problem document with field errors",
     503: "The database does not answer; retry later",
 }
@@ -365,12 +380,12 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             item["security"] = [{"bearer": []}]
         if op.body is not None:
             ref = refs[(op.body, "validation")]
+            types = (
+                ("application/json", "application/yaml") if op.takes_yaml else ("application/json",)
+            )
             item["requestBody"] = {
                 "required": True,
-                "content": {
-                    "application/json": {"schema": ref},
-                    "application/yaml": {"schema": ref},
-                },
+                "content": {t: {"schema": ref} for t in types},
             }
         ok: dict[str, Any] = {"description": "OK"}
         if op.response is not None:
@@ -385,6 +400,7 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             | ({401, 403} if op.roles else set())
             | ({422} if op.body or op.query else set())
             | ({408, 413} if op.body else set())
+            | ({415} if op.body and not op.takes_yaml else set())
         )
         for code in sorted(codes):
             item["responses"][str(code)] = {

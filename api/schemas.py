@@ -362,6 +362,11 @@ class ClusterOut(_Out):
     kubernetes_version: str = Field(alias="kubernetesVersion")
     agent_version: str = Field(alias="agentVersion")
     last_heartbeat: datetime | None = Field(alias="lastHeartbeat")
+    apiserver_problem: str | None = Field(
+        default=None,
+        alias="apiserverProblem",
+        description="why the agent cannot reach its kube-apiserver (null: it can)",
+    )
     nodes: int
     ready_nodes: int = Field(alias="readyNodes")
     cpu_milli: int = Field(alias="cpuMilli")

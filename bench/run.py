@@ -76,6 +76,13 @@ STUDIES = (
         " numbers).",
     ),
     Study(
+        "bench.failover",
+        "Failover with real processes: leader kill -9, cluster loss, database restart",
+        "Aims: scheduling resumes within 5 s of the leader's kill -9; a lost cluster detected"
+        " within 10 s (Karmada 30-40 s plus a 300 s toleration; MultiKueue 15 min, SkyPilot"
+        " about 10 min); a fast job running elsewhere within 30 s.",
+    ),
+    Study(
         "bench.placement_study",
         "Placement quality on the Alibaba openb trace",
         "Authors' medians (unallocated GPU % at 100 % arrived, default trace): FGD 4.77,"

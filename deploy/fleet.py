@@ -56,6 +56,7 @@ class Fleet:
     loop_stop: asyncio.Event = field(default_factory=asyncio.Event)
     loop_task: asyncio.Task[None] | None = None
     datadir: Path | None = None  # where its embedded database lives, if it has one
+    poll_wait_s: float = 1.0  # agents' assignment long-poll (production: 10 s)
 
     @property
     def url(self) -> str:
@@ -99,38 +100,58 @@ class Fleet:
             return None if r.status == 204 else await r.json(content_type=None)
 
     async def add_cluster(
-        self, name: str, profile_cluster: str, *, region: str = "", profile: Path = PROFILE_PATH
+        self,
+        name: str,
+        profile_cluster: str,
+        *,
+        region: str = "",
+        profile: Path = PROFILE_PATH,
+        hub_url: str | None = None,
     ) -> SimulatedCluster:
         """Simulate `profile_cluster` of a node profile as cluster `name`, with its agent."""
         entry = next(c for c in load_profile(profile).clusters if c.name == profile_cluster)
         nodes = [SimNodeSpec(n.name, n.labels, n.capacity, n.annotations) for n in entry.nodes]
         sim = SimulatedCluster(self.catalog, nodes, time_scale=self.time_scale)
-        await self.attach(name, sim, region=region)
+        await self.attach(name, sim, region=region, hub_url=hub_url)
         return sim
 
     async def attach(
-        self, name: str, backend: ClusterBackend, *, region: str = "", namespace: str = "suanpan"
+        self,
+        name: str,
+        backend: ClusterBackend,
+        *,
+        region: str = "",
+        namespace: str = "suanpan",
+        hub_url: str | None = None,
     ) -> None:
-        """Register cluster `name` (an agent token) and run an agent over `backend`."""
+        """Register cluster `name` (an agent token) and run an agent over `backend` (talking to
+        the hub at `hub_url`, default its own address)."""
         self.clusters[name] = backend
         issued = await self.call(
             "POST", "/v1/tokens", json={"name": f"{name}-agent", "role": "agent", "cluster": name}
         )
         self.tokens[name] = issued["token"]
-        self.start_agent(name, region=region, namespace=namespace)
+        self.start_agent(name, region=region, namespace=namespace, hub_url=hub_url)
 
-    def start_agent(self, name: str, *, region: str = "", namespace: str = "suanpan") -> None:
+    def start_agent(
+        self,
+        name: str,
+        *,
+        region: str = "",
+        namespace: str = "suanpan",
+        hub_url: str | None = None,
+    ) -> None:
         """Start (or restart) the agent of cluster `name`."""
         agent = Agent(
             AgentConfig(
                 cluster=name,
                 region=region,
                 namespace=namespace,
-                poll_wait_s=1.0,
+                poll_wait_s=self.poll_wait_s,
             ),
             self.clusters[name],
             self.catalog,
-            HubApi(self.url, self.tokens[name]),
+            HubApi(hub_url or self.url, self.tokens[name]),
         )
         stop = asyncio.Event()
         self.agents[name] = (agent, stop, asyncio.create_task(agent.run(stop)))

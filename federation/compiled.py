@@ -33,6 +33,7 @@ from federation.scheduling.model import (
     Task,
 )
 from federation.scheduling.quota import demand
+from federation.spec import FailoverPolicy
 from federation.wire.annotations import ACCELERATOR_NODES
 
 
@@ -171,6 +172,7 @@ class CompiledJob(_Compiled):
     clusters: tuple[str, ...] = ()
     cluster_selector: dict[str, str] = Field(default_factory=dict, alias="clusterSelector")
     max_runtime_seconds: int | None = Field(default=None, alias="maxRuntimeSeconds")
+    failover: FailoverPolicy | None = None  # None: the fleet's default (hub configuration)
     tasks: tuple[CompiledTask, ...]
 
     def task(self, name: str) -> CompiledTask | None:

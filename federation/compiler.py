@@ -238,5 +238,6 @@ def compile_job(catalog: Catalog, manifest: JobManifest) -> CompiledJob:
         clusters=tuple(spec.placement.clusters),
         cluster_selector=dict(spec.placement.cluster_selector),
         max_runtime_seconds=spec.max_runtime_seconds,
+        failover=spec.failover,
         tasks=tuple(_task(catalog, t, f"spec.tasks[{i}]") for i, t in enumerate(spec.tasks)),
     )

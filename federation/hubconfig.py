@@ -10,7 +10,13 @@ scheduling:
   maxAssignments: 32            # flavor combinations tried per job and cluster
   flavorOrder: preference       # or fastest
   devicePreference: pack        # or spread
-health: {notReadyAfterSeconds: 20, offlineAfterSeconds: 90}
+health:
+  renewSeconds: 2               # agents renew their cluster's lease this often
+  notReadyAfterSeconds: 4       # no new work for a cluster whose lease is this old
+  offlineAfterSeconds: 8        # the lease: a cluster not renewed this long is lost (Offline)
+failover:
+  default: fast                 # policy of jobs whose manifest names none: fast or exclusive
+  exclusiveMarginSeconds: 40    # exclusive jobs of a lost cluster requeued lease + this later
 placementRetry: {backoffSeconds: 30, maxBackoffSeconds: 600, maxFailures: 5}
 gang: {timeoutSeconds: 120}     # sent to agents: a gang not bound by then is re-placed
 ```
@@ -27,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from federation.scheduling.framework import DEFAULT_WEIGHTS, SchedulerConfig
 from federation.scheduling.plugins import DEFAULT_REGISTRY
+from federation.spec import FailoverPolicy
 
 CONFIG_ENV = "SUANPAN_CONFIG"
 
@@ -49,10 +56,14 @@ DEFAULT_RETRY = RetryPolicy()
 
 @dataclass(frozen=True)
 class HealthConfig:
-    """Seconds without heartbeat before a cluster is NotReady, then Offline."""
+    """The cluster lease: how often agents renew it, when a cluster gets no new work
+    (NotReady), when it is lost (Offline, the lease), and how its jobs are requeued."""
 
-    not_ready_after_s: float = 20.0
-    offline_after_s: float = 90.0
+    not_ready_after_s: float = 4.0
+    offline_after_s: float = 8.0
+    renew_s: float = 2.0
+    default_failover: FailoverPolicy = "fast"
+    exclusive_margin_s: float = 40.0  # above the agent's pod grace period (30 s)
 
 
 @dataclass(frozen=True)
@@ -93,8 +104,14 @@ class _Scheduling(_File):
 
 
 class _Health(_File):
-    not_ready_after_seconds: Seconds = Field(default=20.0, gt=0, alias="notReadyAfterSeconds")
-    offline_after_seconds: Seconds = Field(default=90.0, gt=0, alias="offlineAfterSeconds")
+    renew_seconds: Seconds = Field(default=2.0, gt=0, le=60, alias="renewSeconds")
+    not_ready_after_seconds: Seconds = Field(default=4.0, gt=0, alias="notReadyAfterSeconds")
+    offline_after_seconds: Seconds = Field(default=8.0, gt=0, alias="offlineAfterSeconds")
+
+
+class _Failover(_File):
+    default: FailoverPolicy = "fast"
+    exclusive_margin_seconds: Seconds = Field(default=40.0, ge=0, alias="exclusiveMarginSeconds")
 
 
 class _Retry(_File):
@@ -115,6 +132,7 @@ class _History(_File):
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
+    failover: _Failover = _Failover()
     placement_retry: _Retry = Field(default=_Retry(), alias="placementRetry")
     gang: _Gang = _Gang()
     history: _History = _History()
@@ -139,6 +157,8 @@ def parse_hub_config(text: str) -> HubConfig:
     s = parsed.scheduling
     if parsed.health.offline_after_seconds <= parsed.health.not_ready_after_seconds:
         raise ConfigError("health.offlineAfterSeconds must exceed health.notReadyAfterSeconds")
+    if parsed.health.renew_seconds * 2 > parsed.health.offline_after_seconds:
+        raise ConfigError("health.renewSeconds must be at most half of health.offlineAfterSeconds")
     core = replace(
         SchedulerConfig(),
         score_weights=dict(s.weights),
@@ -158,7 +178,11 @@ def parse_hub_config(text: str) -> HubConfig:
         interval_s=s.interval_seconds,
         core=core,
         health=HealthConfig(
-            parsed.health.not_ready_after_seconds, parsed.health.offline_after_seconds
+            parsed.health.not_ready_after_seconds,
+            parsed.health.offline_after_seconds,
+            parsed.health.renew_seconds,
+            parsed.failover.default,
+            parsed.failover.exclusive_margin_seconds,
         ),
         retry=RetryPolicy(r.backoff_seconds, r.max_backoff_seconds, r.max_failures),
         gang_timeout_s=parsed.gang.timeout_seconds,

@@ -158,6 +158,9 @@ class Placement(_Strict):
     cluster_selector: Labels = Field(default_factory=dict, alias="clusterSelector")
 
 
+FailoverPolicy = Literal["fast", "exclusive"]
+
+
 class JobSpec(_Strict):
     """What to run and under which policy."""
 
@@ -171,6 +174,11 @@ class JobSpec(_Strict):
         default=None, alias="maxRuntimeSeconds", ge=1, le=90 * 86400
     )
     placement: Placement = Placement()
+    failover: FailoverPolicy | None = Field(
+        default=None,
+        description="when its cluster is lost: fast (requeue at once, may briefly run twice) "
+        "or exclusive (requeue only once its pods are surely stopped); default: the fleet's",
+    )
     tasks: list[Task] = Field(min_length=1, max_length=MAX_TASKS)
 
     @model_validator(mode="after")

@@ -18,6 +18,8 @@ from federation.wire.agent import (
     AssignmentBatch,
     InventoryAck,
     InventoryReport,
+    LeaseRenewal,
+    LeaseReply,
     Registration,
     RegistrationReply,
     StatusAck,
@@ -25,7 +27,6 @@ from federation.wire.agent import (
 )
 
 AGENT: frozenset[Role] = frozenset({"agent"})
-HEARTBEAT_INTERVAL_S = 5.0
 
 
 class AssignmentQuery(_In):
@@ -48,7 +49,8 @@ class AssignmentQuery(_In):
 async def agent_register(call: Call) -> Reply:
     """(Re)register the token's cluster and learn the inventory generation the hub holds."""
     assert call.who.cluster_id is not None
-    async with ctx(call.request).db.transaction() as conn:
+    hub = ctx(call.request)
+    async with hub.db.transaction() as conn:
         name, generation = await agents.register(
             conn, call.who.cluster_id, call.body_as(Registration)
         )
@@ -57,10 +59,32 @@ async def agent_register(call: Call) -> Reply:
         RegistrationReply(
             cluster=name,
             inventory_generation=generation,
-            heartbeat_interval_s=HEARTBEAT_INTERVAL_S,
-            gang_timeout_s=ctx(call.request).config.gang_timeout_s,
+            heartbeat_interval_s=hub.config.health.renew_s,
+            lease_s=hub.config.health.offline_after_s,
+            gang_timeout_s=hub.config.gang_timeout_s,
         ),
     )
+
+
+@API.op(
+    "POST",
+    "/v1/agent/lease",
+    summary="Renew the cluster's lease",
+    tag="agent",
+    roles=AGENT,
+    body=LeaseRenewal,
+    response=LeaseReply,
+    errors=(404,),
+)
+async def agent_lease(call: Call) -> Reply:
+    """Renew the lease of the token's (registered) cluster, saying whether the agent reaches
+    its kube-apiserver: one that does not gets no new work, and is lost after the lease."""
+    assert call.who.cluster_id is not None
+    hub = ctx(call.request)
+    async with hub.db.transaction() as conn:
+        await agents.heartbeat(conn, call.who.cluster_id, call.body_as(LeaseRenewal))
+    health = hub.config.health
+    return Reply(200, LeaseReply(lease_s=health.offline_after_s, renew_s=health.renew_s))
 
 
 @API.op(
@@ -93,16 +117,22 @@ async def agent_inventory(call: Call) -> Reply:
     errors=(404,),
 )
 async def agent_assignments(call: Call) -> Reply:
-    """Placements changed after `after`; holds the request up to `wait` s while none did."""
+    """Placements changed after `after`; holds the request up to `wait` s while none did.
+
+    Only the request's arrival counts as a heartbeat: a poll whose agent died meanwhile (the
+    handler runs on after its client is gone) must not keep the cluster's lease alive."""
     assert call.who.cluster_id is not None
     cluster_id = call.who.cluster_id
     q = call.query_as(AssignmentQuery)
     hub = ctx(call.request)
     deadline = time.monotonic() + q.wait
+    async with hub.db.transaction() as conn:
+        await agents.heartbeat(conn, cluster_id)
     while True:
         async with hub.db.transaction() as conn:
-            await agents.heartbeat(conn, cluster_id)
-            items = await agents.assignments(conn, cluster_id, q.after)
+            items = await agents.assignments(
+                conn, cluster_id, q.after, default_failover=hub.config.health.default_failover
+            )
         left = deadline - time.monotonic()
         if items or left <= 0 or hub.listener is None:
             break

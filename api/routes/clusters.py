@@ -31,6 +31,7 @@ def _cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
         kubernetes_version=c.kubernetes_version,
         agent_version=c.agent_version,
         last_heartbeat=c.last_heartbeat,
+        apiserver_problem=c.apiserver_problem,
         nodes=c.nodes,
         ready_nodes=c.ready_nodes,
         cpu_milli=c.cpu_milli,

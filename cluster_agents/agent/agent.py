@@ -8,6 +8,15 @@ changes (a waiting pod's scheduler message included). Pods of a placement the hu
 holds, or of an older epoch, are deleted (fencing) — but only once the agent has caught up with
 the assignment stream, so a restarted agent never deletes work it has not heard about yet.
 
+Leases: the agent renews its cluster's lease every few seconds for its whole life (sessions or
+not), saying whether it reaches its kube-apiserver. When it could not renew for a whole lease
+it stops the pods of its *exclusive* jobs itself (the hub requeues them only after the lease
+and a margin), and reports them evicted once back. Errors of the cluster's API never end the
+agent: starting is retried with back-off (the lease says why the apiserver is unreachable), and
+a failed reconciliation is retried. A hub answer of 4xx is permanent for that request: the
+status or inventory report is dropped, a refused registration retried at the longest back-off.
+See docs/failover.md.
+
 Gangs: their pods are created behind a scheduling gate, and the gates are lifted only once
 every pod of the gang exists (`gates_to_lift`), so the extender sees the whole gang at bind.
 """
@@ -21,10 +30,10 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
-from cluster_agents.agent.hub_client import HubApi, HubUnavailable
+from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
 from federation.aio import sleep_unless_stopped
@@ -33,6 +42,7 @@ from federation.wire import annotations as ann
 from federation.wire.agent import (
     Assignment,
     InventoryReport,
+    LeaseRenewal,
     NodeInfo,
     Registration,
     StatusReport,
@@ -123,23 +133,115 @@ class Agent:
         self._generation = 0
         self._wake = asyncio.Event()
         self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
+        self.lease_s = 8.0  # the hub's lease and renewal period, learnt at every renewal
+        self.renew_s = 2.0
+        self._renewed = time.monotonic()  # when the last renewal the hub accepted was sent
+        self._start_problem: str | None = "starting"  # why the backend has not started yet
+        self.lease_stopped: set[str] = set()  # exclusive jobs stopped for lack of a lease
+        Gauge(
+            "suanpan_agent_apiserver_reachable",
+            "1 while the agent's list and watch of its cluster are current",
+            registry=registry,
+        ).set_function(lambda: float(self.apiserver_problem is None))
+        Gauge(
+            "suanpan_agent_lease_age_seconds",
+            "Seconds since the last lease renewal the hub accepted was sent",
+            registry=registry,
+        ).set_function(lambda: time.monotonic() - self._renewed)
+
+    @property
+    def apiserver_problem(self) -> str | None:
+        """Why the agent cannot reach its cluster's API now (None: it can)."""
+        return self._start_problem or self.backend.apiserver_problem()
+
+    @property
+    def lease_lost(self) -> bool:
+        """Whether the last renewal the hub accepted is older than a lease."""
+        return time.monotonic() - self._renewed > self.lease_s
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Run sessions with the hub until `stop` is set."""
-        await self.backend.start()
-        backoff = 0.5
+        """Renew the lease and run sessions with the hub until `stop` is set."""
+        lease = asyncio.create_task(self._lease_loop(stop))
         try:
-            while not stop.is_set():
-                try:
-                    await self._session(stop)
-                    backoff = 0.5
-                except HubUnavailable as exc:
-                    log.warning("hub unavailable: %s; retrying in %.1f s", exc, backoff)
-                    await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
-                    backoff = min(backoff * 2, self.config.backoff_max_s)
+            if await self._start_backend(stop):
+                await self._sessions(stop)
         finally:
+            lease.cancel()
+            await asyncio.gather(lease, return_exceptions=True)
             await self.hub.close()
             await self.backend.stop()
+
+    async def _start_backend(self, stop: asyncio.Event) -> bool:
+        """Start the backend, retrying with back-off; False when stopped first."""
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                await self.backend.start()
+                self._start_problem = None
+                return True
+            except Exception as exc:  # any failure to reach the cluster: retried, never fatal
+                self._start_problem = f"cannot start: {exc!r}"[:512]
+                log.warning("cluster API unreachable (%s); retrying in %.1f s", exc, backoff)
+                await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
+                backoff = min(backoff * 2, self.config.backoff_max_s)
+        return False
+
+    async def _sessions(self, stop: asyncio.Event) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                await self._session(stop)
+                backoff = 0.5
+            except HubUnavailable as exc:
+                log.warning("hub unavailable: %s; retrying in %.1f s", exc, backoff)
+                await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
+                backoff = min(backoff * 2, self.config.backoff_max_s)
+            except HubRejected as exc:
+                log.error(
+                    "hub refused the session: %s; retrying in %.0f s",
+                    exc,
+                    self.config.backoff_max_s,
+                )
+                await sleep_unless_stopped(stop, self.config.backoff_max_s)
+
+    # --- the lease -----------------------------------------------------------------------
+
+    async def _lease_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            problem = self.apiserver_problem
+            sent = time.monotonic()
+            try:
+                reply = await self.hub.lease(
+                    LeaseRenewal(apiserver_reachable=problem is None, problem=problem or ""),
+                    timeout_s=self.renew_s,
+                )
+                self._renewed = sent
+                self.lease_s, self.renew_s = reply.lease_s, reply.renew_s
+                self.lease_stopped.clear()
+            except (HubUnavailable, HubRejected) as exc:  # rejected: not registered yet
+                log.info("lease not renewed: %s", exc)
+            if self.lease_lost:
+                await self._stop_exclusive()
+            await sleep_unless_stopped(stop, self.renew_s)
+
+    async def _stop_exclusive(self) -> None:
+        """Stop the pods of exclusive jobs, and of jobs not known to be fast (an agent that
+        restarted without reaching the hub): without a lease they may run elsewhere soon. They
+        are released here, so that a reconnected agent reports them evicted."""
+        for job, assignment in list(self.active.items()):
+            if assignment.failover == "exclusive":
+                log.warning("lease lost: stopping exclusive job %s", job)
+                del self.active[job]
+                self.released[job] = max(self.released.get(job, 0), assignment.epoch)
+                self.lease_stopped.add(job)
+        doomed = [
+            p.name for p in self.backend.pods() if p.job not in self.active and not p.deleting
+        ]
+        if doomed:
+            try:
+                await self.backend.delete_pods(doomed, self.config.grace_seconds)
+            except Exception as exc:  # retried at the next renewal period
+                log.warning("cannot stop exclusive pods: %s", exc)
 
     async def _session(self, stop: asyncio.Event) -> None:
         self.metrics.sessions.inc()
@@ -192,11 +294,16 @@ class Agent:
         removed = [name for name in self._sent if name not in current]
         if not changed and not removed:
             return
-        ack = await self.hub.inventory(
-            InventoryReport(
-                generation=self._generation + 1, full=False, nodes=changed, removed=removed
+        try:
+            ack = await self.hub.inventory(
+                InventoryReport(
+                    generation=self._generation + 1, full=False, nodes=changed, removed=removed
+                )
             )
-        )
+        except HubRejected as exc:
+            log.error("hub refused an inventory delta, dropped: %s", exc)
+            self._sent = current
+            return
         if ack.resync or ack.generation != self._generation + 1:
             self._generation = max(self._generation, ack.generation)
             await self._send_full()
@@ -234,8 +341,13 @@ class Agent:
 
     async def _cluster_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await self.reconcile()
-            await self._send_delta()
+            try:
+                await self.reconcile()
+                await self._send_delta()
+            except (HubUnavailable, asyncio.CancelledError):
+                raise
+            except Exception as exc:  # the cluster's API failed: try again at the next change
+                log.warning("reconciliation failed (%s); retrying", exc)
             await self._wait_for_change()
 
     async def _wait_for_change(self) -> None:
@@ -313,7 +425,10 @@ class Agent:
         fresh = [u for u in updates if self._reported.get((str(u.job), u.epoch)) != _said(u)]
         if not fresh:
             return
-        await self.hub.status(StatusReport(updates=fresh))
+        try:
+            await self.hub.status(StatusReport(updates=fresh))
+        except HubRejected as exc:  # sent again only once something about them changes
+            log.error("hub refused %d status updates, dropped: %s", len(fresh), exc)
         for u in fresh:
             self._reported[(str(u.job), u.epoch)] = _said(u)
             if u.state == "Evicted" and self.released.get(str(u.job)) == u.epoch:

@@ -112,6 +112,9 @@ class ClusterBackend(Protocol):
     async def facts(self) -> ClusterFacts:
         """Version and identity of the cluster."""
 
+    def apiserver_problem(self) -> str | None:
+        """Why the cluster's API cannot be reached now (its list/watch broken); None if it can."""
+
     def nodes(self) -> list[NodeInfo]:
         """Current inventory: every node with allocatable, used (all pods) and devices."""
 

@@ -41,9 +41,18 @@ def metrics_address(value: str) -> tuple[str, int] | None:
     return host or "127.0.0.1", int(port)
 
 
+def _reachable() -> str | None:
+    return None
+
+
 async def _metrics_server(
-    registry: CollectorRegistry, host: str, port: int
+    registry: CollectorRegistry,
+    host: str,
+    port: int,
+    apiserver_problem: Callable[[], str | None] = _reachable,
 ) -> tuple[web.AppRunner, int]:
+    """/metrics, /healthz and /readyz (503 with `apiserver_problem()` when it is not None)."""
+
     async def metrics(_: web.Request) -> web.Response:
         response = web.Response(body=generate_latest(registry))
         response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
@@ -52,9 +61,16 @@ async def _metrics_server(
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
+    async def readyz(_: web.Request) -> web.Response:
+        problem = apiserver_problem()
+        return (
+            web.Response(text="ok") if problem is None else web.Response(status=503, text=problem)
+        )
+
     app = web.Application()
     app.router.add_get("/metrics", metrics)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -94,12 +110,15 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
         ),
         make_backend(args, catalog, registry),
         catalog,
-        HubApi(args.hub, args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
+        HubApi(args.hub.split(","), args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
         registry,
     )
     runner = None
     if args.metrics is not None:
-        runner, port = await _metrics_server(registry, *args.metrics)
+        host, wanted = args.metrics
+        runner, port = await _metrics_server(
+            registry, host, wanted, lambda: agent.apiserver_problem
+        )
         log.warning("metrics on http://%s:%s/metrics", args.metrics[0], port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -115,7 +134,9 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
 def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
     """The agent's command line."""
     p = argparse.ArgumentParser(prog=prog, description=__doc__)
-    p.add_argument("--hub", required=True, help="hub URL")
+    p.add_argument(
+        "--hub", required=True, help="hub URL, or several separated by commas (tried in turn)"
+    )
     p.add_argument("--token", help="agent token (default $SUANPAN_AGENT_TOKEN)")
     p.add_argument("--cluster", required=True, help="cluster name the token is bound to")
     p.add_argument("--region", default="")
@@ -128,8 +149,9 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
         type=metrics_address,
         default=METRICS_DEFAULT,
         metavar="HOST:PORT|off",
-        help="where to serve /metrics and /healthz (default %(default)s; port 0 picks a free"
-        " port, for several agents on one host; off serves none)",
+        help="where to serve /metrics, /healthz and /readyz (503: cluster API unreachable);"
+        " default %(default)s; port 0 picks a free port, for several agents on one host;"
+        " off serves none",
     )
     return p
 

@@ -1,8 +1,13 @@
-"""The agent's side of the hub protocol: typed calls, a bounded timeout, one error type."""
+"""The agent's side of the hub protocol: typed calls, bounded timeouts, two error types.
+
+Several hub addresses (replicas, or load balancers) may be given: a call that cannot reach one,
+or that one answers with a server error, moves the next call to the next address.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TypeVar
 
 import aiohttp
@@ -13,6 +18,8 @@ from federation.wire.agent import (
     AssignmentBatch,
     InventoryAck,
     InventoryReport,
+    LeaseRenewal,
+    LeaseReply,
     Registration,
     RegistrationReply,
     StatusAck,
@@ -23,14 +30,29 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class HubUnavailable(Exception):
-    """The hub could not be reached or refused the call; the agent reconnects with backoff."""
+    """The hub could not be reached or failed (5xx, 408, 429); the agent retries with back-off."""
+
+
+class HubRejected(Exception):
+    """The hub refused this request for good (another 4xx); it is not sent again as it is."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+_TRANSIENT = frozenset({408, 429})
 
 
 class HubApi:
-    """Calls of the agent protocol with the cluster's agent token."""
+    """Calls of the agent protocol with the cluster's agent token, over one or more hub URLs."""
 
-    def __init__(self, url: str, token: str, registry: CollectorRegistry | None = None) -> None:
-        self.url = url.rstrip("/")
+    def __init__(
+        self, urls: str | Sequence[str], token: str, registry: CollectorRegistry | None = None
+    ) -> None:
+        listed = [urls] if isinstance(urls, str) else list(urls)
+        self.urls = [u.rstrip("/") for u in listed]
+        self._current = 0
         self._token = token
         self._session: aiohttp.ClientSession | None = None
         self.round_trips = Histogram(
@@ -54,6 +76,11 @@ class HubApi:
             await self._session.close()
             self._session = None
 
+    @property
+    def url(self) -> str:
+        """The hub address calls go to now."""
+        return self.urls[self._current]
+
     async def _call(
         self,
         method: str,
@@ -61,24 +88,38 @@ class HubApi:
         reply: type[M],
         body: BaseModel | None = None,
         params: dict[str, str] | None = None,
+        timeout_s: float | None = None,
     ) -> M:
         await self.open()
         assert self._session is not None
         start = time.perf_counter()
+        url = self.url
+        limit = self._session.timeout
+        if timeout_s is not None:
+            limit = aiohttp.ClientTimeout(total=timeout_s, sock_connect=5)
         try:
             async with self._session.request(
                 method,
-                self.url + path,
+                url + path,
                 data=body.model_dump_json(by_alias=True) if body is not None else None,
                 headers={"Content-Type": "application/json"},
                 params=params,
+                timeout=limit,
             ) as resp:
                 text = await resp.text()
+                if 400 <= resp.status < 500 and resp.status not in _TRANSIENT:
+                    raise HubRejected(resp.status, f"{method} {path}: {resp.status} {text[:300]}")
                 if resp.status != 200:
-                    raise HubUnavailable(f"{method} {path}: {resp.status} {text[:300]}")
+                    raise HubUnavailable(f"{method} {url}{path}: {resp.status} {text[:300]}")
                 return reply.model_validate_json(text)
         except (aiohttp.ClientError, TimeoutError) as exc:
-            raise HubUnavailable(f"{method} {path}: {exc!r}") from exc
+            if self.url == url:
+                self._current = (self._current + 1) % len(self.urls)
+            raise HubUnavailable(f"{method} {url}{path}: {exc!r}") from exc
+        except HubUnavailable:
+            if self.url == url:  # not moved on by a concurrent call already
+                self._current = (self._current + 1) % len(self.urls)
+            raise
         finally:
             self.round_trips.labels(path.rsplit("/", 1)[-1]).observe(time.perf_counter() - start)
 
@@ -98,6 +139,10 @@ class HubApi:
             AssignmentBatch,
             params={"after": str(after), "wait": str(wait)},
         )
+
+    async def lease(self, renewal: LeaseRenewal, timeout_s: float) -> LeaseReply:
+        """Renew the cluster's lease (giving up after `timeout_s`)."""
+        return await self._call("POST", "/v1/agent/lease", LeaseReply, renewal, timeout_s=timeout_s)
 
     async def status(self, report: StatusReport) -> StatusAck:
         """Report status updates."""

@@ -129,6 +129,12 @@ class KubernetesBackend:
         _, body = await self._call(VersionApi(self._client).get_code)
         return ClusterFacts(kubernetes_version=str(body.get("gitVersion", "")))
 
+    def apiserver_problem(self) -> str | None:
+        """The first broken list/watch, if any."""
+        if not self.watches:
+            return "not started"
+        return next((w.problem for w in self.watches.values() if w.problem), None)
+
     def nodes(self) -> list[NodeInfo]:
         """Every node with allocatable, what all its pods use, and its devices."""
         return self._cache.nodes()

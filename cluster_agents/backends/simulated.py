@@ -76,6 +76,8 @@ class SimulatedCluster:
     tick_s: float = 0.05
     clock: Callable[[], float] = time.monotonic
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    # set to simulate an unreachable apiserver: start and writes fail, pods keep running
+    problem: str | None = None
 
     def __post_init__(self) -> None:
         self._origin = self.clock()
@@ -88,7 +90,8 @@ class SimulatedCluster:
     # --- ClusterBackend ------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start the simulated scheduler/kubelet ticker."""
+        """Start the simulated scheduler/kubelet ticker (fails while `problem` is set)."""
+        self._reach()
         if self._task is None:
             self._task = asyncio.create_task(self._run())
 
@@ -99,6 +102,14 @@ class SimulatedCluster:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+    def apiserver_problem(self) -> str | None:
+        """The simulated outage, if any."""
+        return self.problem
+
+    def _reach(self) -> None:
+        if self.problem is not None:
+            raise ConnectionError(self.problem)
 
     async def facts(self) -> ClusterFacts:
         """A simulated Kubernetes version."""
@@ -133,6 +144,7 @@ class SimulatedCluster:
 
     async def create_pods(self, pods: list[PodSpec]) -> None:
         """Add pods that do not exist yet."""
+        self._reach()
         for spec in pods:
             if spec.name not in self._pods:
                 self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated)
@@ -140,6 +152,7 @@ class SimulatedCluster:
 
     async def ungate_pods(self, names: list[str]) -> None:
         """Let gated pods be scheduled."""
+        self._reach()
         for name in names:
             if name in self._pods:
                 self._pods[name].gated = False
@@ -147,6 +160,7 @@ class SimulatedCluster:
 
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
         """Remove pods at once, freeing what they held."""
+        self._reach()
         for name in names:
             pod = self._pods.pop(name, None)
             if pod is not None:

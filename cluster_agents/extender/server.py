@@ -50,7 +50,10 @@ def make_app(extender: Extender) -> web.Application:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if extender.ready else web.Response(status=503, text="sync")
+        problem = extender.problem
+        return (
+            web.Response(text="ok") if problem is None else web.Response(status=503, text=problem)
+        )
 
     async def metrics(_: web.Request) -> web.Response:
         return web.Response(

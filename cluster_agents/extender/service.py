@@ -8,6 +8,7 @@ raises ValueError on bad input.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from cluster_agents.extender.binder import Binder, PodAPI
@@ -24,6 +25,7 @@ from cluster_agents.extender.wire import (
     priority_list,
 )
 from cluster_agents.kube.pods import DemandError, pod_demand
+from cluster_agents.kube.watch import Reflector
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +41,10 @@ class Extender:
         metrics: Metrics | None = None,
         *,
         gang_wait_s: float = 20.0,
+        watches: Sequence[Reflector] = (),
     ) -> None:
         self.cache = cache
+        self.watches = watches
         self.metrics = metrics or Metrics()
         self.prioritizer = Prioritizer(cache, policy)
         self.binder = Binder(cache, api, preference(policy), gang_wait_s=gang_wait_s)
@@ -54,6 +58,13 @@ class Extender:
     def ready(self) -> bool:
         """Whether the first lists of nodes and pods arrived."""
         return self.cache.nodes_synced and self.cache.pods_synced
+
+    @property
+    def problem(self) -> str | None:
+        """Why the cache is not current (not listed yet, a watch broken); None when it is."""
+        if not self.ready:
+            return "cache not synced yet"
+        return next((w.problem for w in self.watches if w.problem), None)
 
     def filter(self, body: Any) -> dict[str, Any]:
         """ExtenderArgs -> ExtenderFilterResult."""

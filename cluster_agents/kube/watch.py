@@ -4,7 +4,8 @@
 then watches from the listed version for ever, with bookmarks so that a quiet stream still
 advances the version; a stream that ends or breaks is resumed from the last version seen,
 and when the server answers that this version is too old (410 Gone) everything is listed
-again (a resync).
+again (a resync). `problem` says why the view is not current (None while a watch stream is
+open): what the agent and the extender report as their reachability.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Reflector:
         self._clock = clock
         self._watching: asyncio.Task[None] | None = None
         self._restarting = False
+        self.problem: str | None = "not listed yet"
 
     async def sync(self) -> None:
         """List every object (paged) into the store; raise KubeAPIError when that fails."""
@@ -86,6 +88,7 @@ class Reflector:
                 break
         self._store.replace(items)
         self.version = str((page.get("metadata") or {}).get("resourceVersion") or "")
+        self.problem = None
 
     async def run(self) -> None:
         """Watch for ever (after `sync`); resync after 410 Gone, back off after errors."""
@@ -114,6 +117,7 @@ class Reflector:
                 if not isinstance(exc, KubeAPIError | ValueError):
                     log.exception("%s: unexpected error", self.resource)
                 failures += 1
+                self.problem = f"{self.resource} list/watch failing: {exc}"[:512]
                 delay = min(BACKOFF_MAX_S, BACKOFF_S * 2**failures)
                 log.warning(
                     "%s list/watch failed (%s); retrying in %.1f s", self.resource, exc, delay
@@ -145,6 +149,7 @@ class Reflector:
                 if resp.status != 200:
                     text = (await resp.read())[:200].decode(errors="replace")
                     raise KubeAPIError(resp.status, f"watch {self.resource}: {text}")
+                self.problem = None
                 async for line in resp.content:
                     if line.strip():
                         self._apply(json.loads(line))

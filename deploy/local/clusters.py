@@ -702,3 +702,26 @@ async def status(workdir: Path) -> list[ClusterHealth] | None:
     if env is None:
         return None
     return list(await asyncio.gather(*(cluster_health(env, cs) for cs in env.clusters)))
+
+
+# ------------------------------------------------------------------------------ faults
+
+
+async def stop_component(cs: ClusterState, component: str) -> None:
+    """Stop one component of a cluster (e.g. its kube-apiserver), as an outage would."""
+    record = next(p for p in cs.processes if p.name == f"{cs.name}/{component}")
+    await stop([record])
+
+
+async def start_component(env: Environment, cs: ClusterState, component: str) -> None:
+    """Start a stopped component again with the arguments it had; return once it listens."""
+    old = next(p for p in cs.processes if p.name == f"{cs.name}/{component}")
+    new = spawn(old.name, old.argv, Path(old.log), _child_env(env.workdir), env.workdir)
+    cs.processes[cs.processes.index(old)] = new
+    env.save()
+    port = cs.ports[component]
+    deadline = time.monotonic() + 60
+    while not port_in_use(port):
+        if time.monotonic() > deadline or not is_running(new):
+            raise ClustersError(f"{old.name} did not start again; see {old.log}")
+        await asyncio.sleep(0.1)

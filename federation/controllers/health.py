@@ -1,49 +1,96 @@
-"""Cluster health: missing heartbeats make a cluster NotReady, then Offline; a lost or draining
-cluster's jobs go back to the queue (their next placement gets a new epoch, which fences off
-any pod the old cluster still runs)."""
+"""Cluster health: the lease each agent renews, and the failover of a lost cluster's jobs.
+
+A cluster whose lease is older than `not_ready_after_s`, or whose agent says it cannot reach
+its kube-apiserver, is NotReady (no new work). One whose lease is older than `offline_after_s`
+(the lease), or whose apiserver has been unreachable that long, is Offline (lost); its jobs go
+back to the queue by their failover policy: *fast* ones at once (their next placement gets a
+new epoch, which fences off any pod the old cluster still runs), *exclusive* ones only once the
+agent has been silent for the lease plus `exclusive_margin_s` (by then it has stopped their
+pods itself). A draining cluster's fast jobs are requeued at once, its exclusive ones are
+evicted (Preempting) and requeued when the agent reports their pods gone. Silence is counted
+from `since` at the earliest: a hub that (re)starts leading gives every agent a full lease.
+See docs/failover.md.
+"""
 
 from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.hubconfig import HealthConfig
 from federation.store.events import add_event
-from federation.store.lifecycle import HOLDING_STATES, clusters_silent, move_job, release_placements
+from federation.store.lifecycle import (
+    HOLDING_STATES,
+    clusters_silent,
+    clusters_unreachable,
+    move_job,
+    release_placements,
+)
 from federation.store.tables import clusters, jobs
 
 
-async def check(conn: AsyncConnection, config: HealthConfig) -> list[str]:
-    """Apply heartbeat timeouts and drains; return what changed, for logs."""
+async def check(
+    conn: AsyncConnection, config: HealthConfig, since: datetime | None = None
+) -> list[str]:
+    """Apply lease timeouts, apiserver reachability and drains; return what changed, for logs."""
     changed: list[str] = []
-    stale = await clusters_silent(conn, "Ready", "NotReady", config.not_ready_after_s)
-    for cluster_id, name in stale:
+    cut_off = await clusters_unreachable(conn, "Ready", "NotReady", 0.0)
+    stale = await clusters_silent(conn, "Ready", "NotReady", config.not_ready_after_s, since)
+    notes = [(c, "agent cannot reach its kube-apiserver") for c in cut_off]
+    notes += [(c, "agent lease not renewed") for c in stale]
+    for (cluster_id, name), message in notes:
+        await add_event(
+            conn, kind="Cluster", reason="NotReady", cluster_id=cluster_id, message=message
+        )
+        changed.append(f"{name} NotReady ({message})")
+    lost = await clusters_silent(conn, "NotReady", "Offline", config.offline_after_s, since)
+    lost += await clusters_unreachable(conn, "NotReady", "Offline", config.offline_after_s)
+    for cluster_id, name in lost:
         await add_event(
             conn,
             kind="Cluster",
-            reason="NotReady",
+            reason="Offline",
             cluster_id=cluster_id,
-            message="agent heartbeat missing",
-        )
-        changed.append(f"{name} NotReady")
-    lost = await clusters_silent(conn, "NotReady", "Offline", config.offline_after_s)
-    requeue = []
-    for cluster_id, name in lost:
-        await add_event(
-            conn, kind="Cluster", reason="Offline", cluster_id=cluster_id, message="jobs requeued"
+            message="fast jobs requeued; exclusive ones once the agent has been silent "
+            f"{config.offline_after_s + config.exclusive_margin_s:.0f} s",
         )
         changed.append(f"{name} Offline")
-        requeue.append((cluster_id, "ClusterLost"))
-    draining = await conn.execute(sa.select(clusters.c.id).where(clusters.c.draining))
-    requeue += [(cluster_id, "ClusterDrained") for (cluster_id,) in draining]
-    for cluster_id, reason in requeue:
-        held = await conn.execute(
-            sa.select(jobs.c.id, jobs.c.state)
-            .where(jobs.c.cluster_id == cluster_id, jobs.c.state.in_(HOLDING_STATES))
-            .with_for_update()
+    policy = sa.func.coalesce(jobs.c.compiled["failover"].astext, config.default_failover)
+    heard: Any = clusters.c.last_heartbeat
+    if since is not None:
+        heard = sa.func.greatest(heard, since)
+    quiet = heard < sa.func.now() - sa.func.make_interval(
+        0, 0, 0, 0, 0, 0, config.offline_after_s + config.exclusive_margin_s
+    )
+    offline = clusters.c.state == "Offline"
+    held = await conn.execute(
+        sa.select(
+            jobs.c.id,
+            jobs.c.state,
+            policy.label("policy"),
+            sa.and_(offline, sa.or_(policy == "fast", quiet)).label("lost"),
         )
-        for job_id, state in held:
-            await release_placements(conn, job_id)
-            await move_job(conn, job_id, "Queued", reason=reason, values={"cluster_id": None})
-            changed.append(f"job {job_id} {state} -> Queued ({reason})")
+        .join(clusters, clusters.c.id == jobs.c.cluster_id)
+        .where(
+            jobs.c.state.in_(HOLDING_STATES),
+            sa.or_(clusters.c.draining, sa.and_(offline, sa.or_(policy == "fast", quiet))),
+        )
+        .with_for_update(of=jobs)
+    )
+    for job_id, state, job_policy, lost_job in list(held):
+        if lost_job:
+            target, reason = "Queued", "ClusterLost"
+        elif job_policy == "fast":
+            target, reason = "Queued", "ClusterDrained"
+        elif state != "Preempting":
+            target, reason = "Preempting", "ClusterDrained"  # requeued once its pods are gone
+        else:
+            continue
+        await release_placements(conn, job_id)
+        values = {"cluster_id": None} if target == "Queued" else {}
+        await move_job(conn, job_id, target, reason=reason, values=values)
+        changed.append(f"job {job_id} {state} -> {target} ({reason})")
     return changed

@@ -13,6 +13,8 @@ import time
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+import sqlalchemy as sa
+
 from federation import metrics
 from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
@@ -22,7 +24,7 @@ from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
 from federation.store import history
-from federation.store.database import Database
+from federation.store.database import DATABASE_DOWN, Database
 from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger(__name__)
@@ -60,6 +62,8 @@ class SchedulerLoop:
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
+        # when leading (with a working database) last began; leases count from then at most
+        self.leading_since: datetime | None = None
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
@@ -102,9 +106,13 @@ class SchedulerLoop:
         return report
 
     async def check_health(self) -> list[str]:
-        """Apply heartbeat timeouts and drains."""
+        """Apply lease timeouts, reachability and drains; leases are counted from the moment
+        this replica (re)gained a working database at the earliest, so neither a hub restart
+        nor a database outage makes healthy clusters lose their work."""
         async with self.db.transaction() as conn:
-            return await health.check(conn, self.config.health)
+            if self.leading_since is None:
+                self.leading_since = await conn.scalar(sa.select(sa.func.now()))
+            return await health.check(conn, self.config.health, self.leading_since)
 
     async def sample_history(self) -> None:
         """Record allocation history when `history_interval_s` has passed since the last."""
@@ -135,13 +143,14 @@ class SchedulerLoop:
                     await self._wait(stop)
             except LostLeadership:
                 log.warning("lost leadership; stepping down")
-            except (OSError, ConnectionError) as exc:
-                log.warning("database unavailable (%s); retrying", exc)
+            except DATABASE_DOWN as exc:
+                log.warning("database unavailable (%r); pausing", exc)
                 await sleep_unless_stopped(stop, 1.0)
             except Exception:
                 log.exception("scheduling cycle failed; retrying")
                 await sleep_unless_stopped(stop, 1.0)
             finally:
+                self.leading_since = None
                 metrics.LEADER.set(0)
                 if stop.is_set():
                     await self.leadership.release()

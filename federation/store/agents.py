@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from federation.compiled import CompiledJob
 from federation.errors import NotFound
 from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
+from federation.spec import FailoverPolicy
 from federation.store.events import add_event
 from federation.store.lifecycle import cluster_alive, may_move, move_job, release_placements
 from federation.store.tables import clusters, devices, jobs, nodes, placements, tenants
@@ -24,6 +25,7 @@ from federation.wire.agent import (
     Assignment,
     InventoryAck,
     InventoryReport,
+    LeaseRenewal,
     Registration,
     ReplicaHint,
     StatusUpdate,
@@ -68,9 +70,15 @@ async def register(
     return row.name, int(row.inventory_generation)
 
 
-async def heartbeat(conn: AsyncConnection, cluster_id: uuid.UUID) -> None:
-    """Note that the cluster's agent is alive (a NotReady cluster becomes Ready again)."""
-    if await cluster_alive(conn, cluster_id, registering=False) is None:
+async def heartbeat(
+    conn: AsyncConnection, cluster_id: uuid.UUID, renewal: LeaseRenewal | None = None
+) -> None:
+    """Note that the cluster's agent is alive, and with a lease renewal whether it reaches its
+    kube-apiserver (a NotReady cluster becomes Ready again when it does)."""
+    reach = {}
+    if renewal is not None:
+        reach["problem"] = None if renewal.apiserver_reachable else renewal.problem or "unreachable"
+    if await cluster_alive(conn, cluster_id, registering=False, **reach) is None:
         raise NotFound("registered cluster", str(cluster_id))
 
 
@@ -141,9 +149,14 @@ async def apply_inventory(
 
 
 async def assignments(
-    conn: AsyncConnection, cluster_id: uuid.UUID, after: int, limit: int = 500
+    conn: AsyncConnection,
+    cluster_id: uuid.UUID,
+    after: int,
+    limit: int = 500,
+    default_failover: FailoverPolicy = "fast",
 ) -> list[Assignment]:
-    """Placements of this cluster changed after revision `after`, oldest change first."""
+    """Placements of this cluster changed after revision `after`, oldest change first (a job
+    without a failover policy gets `default_failover`)."""
     rows = await conn.execute(
         sa.select(
             placements.c.job_id,
@@ -179,6 +192,7 @@ async def assignments(
                 priority_class=r.priority_class,
                 preemptible=r.preemptible,
                 gang=compiled.gang,
+                failover=compiled.failover or default_failover,
                 tasks=assigned_tasks(compiled, r.assignment.get("flavors", {})),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
             )

@@ -43,6 +43,7 @@ class ClusterSummary:
     kubernetes_version: str
     agent_version: str
     last_heartbeat: datetime | None
+    apiserver_problem: str | None = None
     nodes: int = 0
     ready_nodes: int = 0
     cpu_milli: int = 0
@@ -94,6 +95,7 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
             clusters.c.kubernetes_version,
             clusters.c.agent_version,
             clusters.c.last_heartbeat,
+            clusters.c.apiserver_problem,
             *(c for c in _NODE_TOTALS.c if c.name != "cluster_id"),
         )
         .outerjoin(_NODE_TOTALS, _NODE_TOTALS.c.cluster_id == clusters.c.id)
@@ -130,6 +132,7 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
     for r in rows:
         values: dict[str, Any] = {k: (0 if v is None else v) for k, v in r._mapping.items()}
         values["last_heartbeat"] = r.last_heartbeat
+        values["apiserver_problem"] = r.apiserver_problem
         out.append(ClusterSummary(**values, flavors=flavors[r.id]))
     return out
 

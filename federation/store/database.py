@@ -5,8 +5,23 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import asyncpg
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+# what a lost, cut off or restarting PostgreSQL raises through SQLAlchemy and asyncpg
+DATABASE_DOWN = (
+    OSError,
+    TimeoutError,
+    sa_exc.TimeoutError,
+    sa_exc.OperationalError,
+    sa_exc.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.AdminShutdownError,
+    asyncpg.InterfaceError,
+)
 
 
 def async_url(url: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -166,43 +167,89 @@ async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
 # --- clusters -----------------------------------------------------------------------------
 
 
+_UNSET: Any = object()
+
+
 async def cluster_alive(
-    conn: AsyncConnection, cluster_id: uuid.UUID, *, registering: bool, **values: Any
+    conn: AsyncConnection,
+    cluster_id: uuid.UUID,
+    *,
+    registering: bool,
+    problem: str | None = _UNSET,
+    **values: Any,
 ) -> str | None:
-    """An agent spoke for its cluster: it becomes Ready (from Pending only when `registering`);
-    return the state it was in (None: no such cluster, or never registered)."""
+    """An agent spoke for its cluster (`problem`: what it says of its kube-apiserver, None when
+    reachable; absent: unchanged). It becomes Ready (from Pending only when `registering`)
+    unless its apiserver is unreachable; return the state it was in (None: no such cluster, or
+    never registered)."""
     row = (
         await conn.execute(
-            sa.select(clusters.c.state).where(clusters.c.id == cluster_id).with_for_update()
+            sa.select(clusters.c.state, clusters.c.apiserver_problem)
+            .where(clusters.c.id == cluster_id)
+            .with_for_update()
         )
     ).one_or_none()
     if row is None or (row.state == "Pending" and not registering):
         return None
     changes: dict[str, Any] = {"last_heartbeat": sa.func.now(), **values}
-    if row.state != "Ready":
+    if problem is not _UNSET:
+        changes["apiserver_problem"] = problem[:512] if problem is not None else None
+        changes["unreachable_since"] = (
+            None
+            if problem is None
+            else sa.func.coalesce(clusters.c.unreachable_since, sa.func.now())
+        )
+    reachable = (row.apiserver_problem if problem is _UNSET else problem) is None
+    if row.state != "Ready" and (reachable or row.state == "Pending"):
         changes["state"] = transition("cluster", row.state, "Ready")
         changes["version"] = clusters.c.version + 1
     await conn.execute(sa.update(clusters).where(clusters.c.id == cluster_id).values(**changes))
     return str(row.state)
 
 
-async def clusters_silent(
-    conn: AsyncConnection, current: str, target: str, after_s: float
+def _older_than(column: Any, after_s: float) -> Any:
+    return column < sa.func.now() - sa.func.make_interval(0, 0, 0, 0, 0, 0, after_s)
+
+
+async def _move_clusters(
+    conn: AsyncConnection, current: str, target: str, condition: Any
 ) -> list[tuple[uuid.UUID, str]]:
-    """Move clusters in `current` whose agent has been silent for `after_s` to `target`;
-    return (id, name) of those moved."""
     transition("cluster", current, target)
     moved = await conn.execute(
         sa.update(clusters)
-        .where(
-            clusters.c.state == current,
-            clusters.c.last_heartbeat
-            < sa.func.now() - sa.func.make_interval(0, 0, 0, 0, 0, 0, after_s),
-        )
+        .where(clusters.c.state == current, condition)
         .values(state=target, version=clusters.c.version + 1)
         .returning(clusters.c.id, clusters.c.name)
     )
     return [(r.id, r.name) for r in moved]
+
+
+async def clusters_silent(
+    conn: AsyncConnection,
+    current: str,
+    target: str,
+    after_s: float,
+    since: datetime | None = None,
+) -> list[tuple[uuid.UUID, str]]:
+    """Move clusters in `current` whose agent has been silent for `after_s` (counted from
+    `since` at the earliest: a new leader gives every agent a full period) to `target`;
+    return (id, name) of those moved."""
+    heard = (
+        clusters.c.last_heartbeat
+        if since is None
+        else sa.func.greatest(clusters.c.last_heartbeat, since)
+    )
+    return await _move_clusters(conn, current, target, _older_than(heard, after_s))
+
+
+async def clusters_unreachable(
+    conn: AsyncConnection, current: str, target: str, after_s: float
+) -> list[tuple[uuid.UUID, str]]:
+    """Move clusters in `current` whose agent has said for `after_s` that it cannot reach its
+    kube-apiserver to `target`; return (id, name) of those moved."""
+    return await _move_clusters(
+        conn, current, target, _older_than(clusters.c.unreachable_since, after_s)
+    )
 
 
 # --- batched placement (the scheduling loop's write-back) -----------------------------------

@@ -1,7 +1,9 @@
 """Wake-ups over PostgreSQL LISTEN/NOTIFY: writers notify at commit, waiters on any replica wake.
 
 Used for the agents' long-poll of assignments and for the scheduling loop. A missed
-notification only delays a waiter until its timeout: correctness never depends on it.
+notification only delays a waiter until its timeout: correctness never depends on it. A
+connection lost with the database (or never made, the database down at start) is made again
+by the next waiter, at most once a second.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import defaultdict
 
 import asyncpg
@@ -39,12 +42,28 @@ class Listener:
         self._dsn = asyncpg_dsn(url)
         self._conn: asyncpg.Connection | None = None
         self._events: dict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
+        self._channels: tuple[str, ...] = ()
+        self._tried = 0.0  # when a connection was last attempted (monotonic)
 
     async def start(self, *channels: str) -> None:
-        """Connect and listen on `channels`."""
-        self._conn = await asyncpg.connect(self._dsn)
-        for channel in channels:
-            await self._conn.add_listener(channel, self._on_notify)
+        """Listen on `channels` (connecting now if the database answers, else later)."""
+        self._channels = channels
+        await self._connect()
+
+    async def _connect(self) -> None:
+        if self._conn is not None and not self._conn.is_closed():
+            return
+        if time.monotonic() - self._tried < 1.0:
+            return
+        self._tried = time.monotonic()
+        try:
+            conn = await asyncpg.connect(self._dsn, timeout=5)
+            for channel in self._channels:
+                await conn.add_listener(channel, self._on_notify)
+        except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            log.warning("LISTEN connection unavailable (%r); waiters poll meanwhile", exc)
+            return
+        self._conn = conn
 
     async def close(self) -> None:
         """Stop listening."""
@@ -60,6 +79,7 @@ class Listener:
 
     async def wait(self, channel: str, key: str = "", seconds: float = 30.0) -> bool:
         """Wait for a notification on `channel` with payload `key` ("" = any); False on timeout."""
+        await self._connect()
         event = asyncio.Event()
         waiters = self._events[(channel, key)]
         waiters.add(event)

@@ -91,6 +91,9 @@ clusters = Table(
     Column("kubernetes_version", String(64), nullable=False, server_default=""),
     Column("agent_version", String(64), nullable=False, server_default=""),
     Column("last_heartbeat", DateTime(timezone=True), nullable=True),
+    # what the agent last said of its kube-apiserver: None (reachable) or why not, since when
+    Column("apiserver_problem", String(512), nullable=True),
+    Column("unreachable_since", DateTime(timezone=True), nullable=True),
     Column("inventory_generation", BigInteger, nullable=False, server_default="0"),
     Column("version", Integer, nullable=False, server_default="1"),
     _created(),

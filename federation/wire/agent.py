@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from federation.compiled import CompiledJob, CompiledTask, DeviceOption
 from federation.k8s_names import DnsLabel, Labels, LabelValue
 from federation.scheduling.devices import NodeDevices
+from federation.spec import FailoverPolicy
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 MAX_NODES_PER_REPORT = 10_000
@@ -47,8 +48,24 @@ class RegistrationReply(_Msg):
 
     cluster: str
     inventory_generation: int = Field(alias="inventoryGeneration")
-    heartbeat_interval_s: float = Field(alias="heartbeatIntervalS")
+    heartbeat_interval_s: float = Field(alias="heartbeatIntervalS")  # lease renewal period
+    lease_s: float = Field(default=8.0, alias="leaseS", gt=0)
     gang_timeout_s: float = Field(default=120.0, alias="gangTimeoutS", gt=0)
+
+
+class LeaseRenewal(_Msg):
+    """The agent renews its cluster's lease and says whether it reaches its kube-apiserver
+    (its list and watch are current); `problem` says why not."""
+
+    apiserver_reachable: bool = Field(alias="apiserverReachable")
+    problem: Annotated[str, StringConstraints(max_length=512)] = ""
+
+
+class LeaseReply(_Msg):
+    """How long the lease now lasts, and how often to renew it."""
+
+    lease_s: float = Field(alias="leaseS", gt=0)
+    renew_s: float = Field(alias="renewS", gt=0)
 
 
 class Taint(_Msg):
@@ -160,6 +177,7 @@ class Assignment(_Msg):
     priority_class: str = Field(alias="priorityClass")
     preemptible: bool
     gang: bool
+    failover: FailoverPolicy = "fast"  # the job's, or the fleet's default
     tasks: list[AssignedTask]
     hints: list[ReplicaHint] = Field(default_factory=list)
 

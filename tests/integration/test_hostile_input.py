@@ -210,6 +210,19 @@ async def test_yaml_is_read_by_the_core_schema(
     assert job["labels"] == expected
 
 
+async def test_an_inventory_in_yaml_is_415(hub: Hub) -> None:
+    token = await _agent(hub)
+    nodes = "".join(f"- {{name: n{i}, cpuMilli: 1000, memoryMib: 1024}}\n" for i in range(30_000))
+    status, problem = await hub.call(
+        "POST",
+        "/v1/agent/inventory",
+        token,
+        data=f"generation: 1\nfull: true\nnodes:\n{nodes}",
+        headers={"Content-Type": "application/yaml"},
+    )
+    assert status == 415 and "JSON only" in problem["detail"], problem
+
+
 async def test_yaml_numbers_are_decimal(hub: Hub) -> None:
     token = await hub.tenant_with_queue("acme")
     status, job = await hub.call(

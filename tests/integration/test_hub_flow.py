@@ -9,6 +9,7 @@ clusters are exercised by the agent and end-to-end suites.
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -275,8 +276,12 @@ async def test_a_lost_cluster_requeues_its_jobs(hub: Hub) -> None:
         await conn.exec_driver_sql(
             "UPDATE clusters SET last_heartbeat = now() - interval '10 minutes'"
         )
+    loop.leading_since = datetime.now(UTC) - timedelta(minutes=20)
     changes = await loop.check_health()  # silent for 10 minutes: NotReady, then Offline at once
-    assert [c for c in changes if "job" not in c] == ["east NotReady", "east Offline"]
+    assert [c for c in changes if "job" not in c] == [
+        "east NotReady (agent lease not renewed)",
+        "east Offline",
+    ]
     assert any("ClusterLost" in c for c in changes)
     assert await loop.check_health() == []
     _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
@@ -289,13 +294,24 @@ async def test_a_silent_cluster_is_not_ready_until_its_agent_calls_again(hub: Hu
     agent = await _agent(hub, "east", [_node("n1")])
     loop = await _loop(hub)
     async with hub.db.transaction() as conn:
-        await conn.exec_driver_sql(
-            "UPDATE clusters SET last_heartbeat = now() - interval '30 seconds'"
-        )
-    assert await loop.check_health() == ["east NotReady"]
+        await conn.exec_driver_sql("UPDATE clusters SET last_heartbeat = now() - interval '6 s'")
+    loop.leading_since = datetime.now(UTC) - timedelta(minutes=1)
+    assert await loop.check_health() == ["east NotReady (agent lease not renewed)"]
     _, cluster = await hub.call("GET", "/v1/clusters/east")
     assert cluster["state"] == "NotReady"
     await hub.call("GET", "/v1/agent/assignments", agent)
+    _, cluster = await hub.call("GET", "/v1/clusters/east")
+    assert cluster["state"] == "Ready"
+
+
+async def test_a_new_leader_gives_every_agent_a_full_lease(hub: Hub) -> None:
+    await _agent(hub, "east", [_node("n1")])
+    loop = await _loop(hub)
+    async with hub.db.transaction() as conn:
+        await conn.exec_driver_sql(
+            "UPDATE clusters SET last_heartbeat = now() - interval '10 minutes'"
+        )
+    assert await loop.check_health() == []  # it has just started leading
     _, cluster = await hub.call("GET", "/v1/clusters/east")
     assert cluster["state"] == "Ready"
 

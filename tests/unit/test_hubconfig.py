@@ -17,7 +17,8 @@ scheduling:
   maxAssignments: 8
   flavorOrder: fastest
   devicePreference: spread
-health: {notReadyAfterSeconds: 5, offlineAfterSeconds: 10}
+health: {renewSeconds: 1, notReadyAfterSeconds: 5, offlineAfterSeconds: 10}
+failover: {default: exclusive, exclusiveMarginSeconds: 12}
 placementRetry: {backoffSeconds: 1, maxBackoffSeconds: 4, maxFailures: 3}
 gang: {timeoutSeconds: 30}
 history: {intervalSeconds: 10, keepSeconds: 3600}
@@ -37,6 +38,8 @@ def test_every_field_is_read() -> None:
     assert config.core.priority_aging_s == 60 and config.core.max_assignments == 8
     assert (config.core.flavor_order, config.core.device_preference) == ("fastest", "spread")
     assert (config.health.not_ready_after_s, config.health.offline_after_s) == (5, 10)
+    assert config.health.renew_s == 1 and config.health.default_failover == "exclusive"
+    assert config.health.exclusive_margin_s == 12
     assert [config.retry.delay(n) for n in (1, 2, 3, 4)] == [1, 2, 4, 4]
     assert config.retry.max_failures == 3 and config.gang_timeout_s == 30
     assert config.history_interval_s == 10 and config.history_keep_s == 3600
@@ -59,6 +62,8 @@ def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None
         ("gang: {timeout: 3}", "gang.timeout"),
         ("history: {intervalSeconds: 0}", "history.intervalSeconds"),
         ("health: {notReadyAfterSeconds: 50, offlineAfterSeconds: 10}", "offlineAfterSeconds"),
+        ("health: {renewSeconds: 5, offlineAfterSeconds: 8}", "renewSeconds"),
+        ("failover: {default: twice}", "failover.default"),
         ("scheduling: [1, 2", "not YAML"),
     ],
 )
