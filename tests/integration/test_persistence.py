@@ -95,9 +95,11 @@ def hubs(tmp_path: Path) -> Iterator[list[HubProcess]]:
 
 
 def _hub_cli(command: str, file: Path, data_dir: Path) -> None:
-    """`suanpan-hub backup|restore FILE --data-dir DIR`, which must succeed."""
+    """`suanpan-hub backup|restore FILE --data-dir DIR` on the embedded server (also when the
+    suite runs against an external one: DATABASE_URL would win), which must succeed."""
     args = [*HUB_CLI, command, str(file), f"--data-dir={data_dir}"]
-    done = subprocess.run(args, capture_output=True, text=True, check=False)
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
+    done = subprocess.run(args, capture_output=True, text=True, check=False, env=env)
     assert done.returncode == 0, done.stderr
 
 
