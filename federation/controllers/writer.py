@@ -50,12 +50,13 @@ def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
 def _placement(read: Read, decision: Placed) -> NewPlacement:
     p = decision.placement
     ref = read.refs[p.job.id]
+    flavors = {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)}
     return NewPlacement(
         job_id=ref.id,
         version=ref.version,
         cluster_id=read.cluster_ids[p.cluster],
         epoch=ref.epoch + 1,
-        flavors={t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)},
+        flavors=flavors,
         hints=[
             {
                 "task": p.job.tasks[r.task].name,
@@ -68,7 +69,7 @@ def _placement(read: Read, decision: Placed) -> NewPlacement:
         message=decision.reason,
         data={
             "cluster": p.cluster,
-            "flavors": {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)},
+            "flavors": flavors,
             "scores": dict(decision.scores),
         },
     )
