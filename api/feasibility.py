@@ -13,7 +13,6 @@ import time
 from dataclasses import replace
 
 from federation.catalog import Catalog
-from federation.compiled import CompiledJob
 from federation.controllers.snapshot import clusters_of_fleet, queue_models
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import Rejected
@@ -45,6 +44,15 @@ def emptied(cluster: Cluster) -> Cluster:
     )
 
 
+def shape_key(job: Job) -> str:
+    """What the verdict depends on: the core job without its id, creation time and task names
+    (the compiled job's images, environment and names never reach the core), so a sweep of
+    jobs that differ only there shares one verdict."""
+    return repr(
+        replace(job, id="", created_at=0.0, tasks=tuple(replace(t, name="") for t in job.tasks))
+    )
+
+
 class FleetCheck:
     """Cached `could this job ever run anywhere` verdicts."""
 
@@ -54,7 +62,7 @@ class FleetCheck:
         self.ttl_s = ttl_s
         self._fleet: tuple[tuple[Cluster, ...], tuple[Queue, ...]] | None = None
         self._read_at = 0.0
-        self._verdicts: dict[tuple[str, str], Rejected | None] = {}
+        self._verdicts: dict[str, Rejected | None] = {}
         self._lock = asyncio.Lock()
 
     async def _snapshot(self) -> tuple[tuple[Cluster, ...], tuple[Queue, ...]]:
@@ -68,13 +76,12 @@ class FleetCheck:
                 self._verdicts.clear()
             return self._fleet
 
-    async def rejection(self, job: Job, shape: CompiledJob) -> Rejected | None:
-        """Why `job` (compiled as `shape`) can never run in this fleet, or None when it could
-        (or nothing is known)."""
+    async def rejection(self, job: Job) -> Rejected | None:
+        """Why `job` can never run in this fleet, or None when it could (or nothing is known)."""
         clusters, queues = await self._snapshot()
         if not clusters:
             return None
-        key = (job.queue, shape.model_dump_json())
+        key = shape_key(job)
         if key not in self._verdicts:
             snapshot = Snapshot(clusters=clusters, queues=queues)
             result = await asyncio.to_thread(

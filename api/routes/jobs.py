@@ -105,7 +105,7 @@ async def _check_runnable(
     facts = JobFacts(
         id="submission", queue=queue, priority=priority, preemptible=False, created_at=0
     )
-    rejected = await ctx(call.request).fleet_check.rejection(core_job(compiled, facts), compiled)
+    rejected = await ctx(call.request).fleet_check.rejection(core_job(compiled, facts))
     if rejected is not None:
         raise Unrunnable(
             {cluster: str(status) for cluster, status in rejected.reasons.items()},
