@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -9,6 +10,7 @@ from aiohttp import web
 from api.feasibility import FleetCheck
 from federation.catalog import Catalog
 from federation.hubconfig import HubConfig
+from federation.metrics import in_process_loop_metrics
 from federation.store.database import Database
 from federation.store.listener import Listener
 
@@ -23,6 +25,8 @@ class HubContext:
     fleet_check: FleetCheck
     config: HubConfig = field(default_factory=HubConfig)
     listener: Listener | None = None
+    # the scheduling loop's exposition: this process's, or the one its loop process writes
+    loop_metrics: Callable[[], bytes] = in_process_loop_metrics
 
 
 CONTEXT = web.AppKey("suanpan_context", HubContext)

@@ -28,6 +28,7 @@ from federation.store.embedded import (
     InUse,
     running_server,
 )
+from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger("suanpan.hub")
 
@@ -86,15 +87,17 @@ async def restore_from(settings: HubSettings, path: Path, pg_bin: Path) -> None:
         await backup.restore(url, path, pg_bin)
 
 
-async def serve(settings: HubSettings, config: HubConfig) -> None:
-    """Serve the API until SIGINT/SIGTERM."""
+async def serve(settings: HubSettings, config: HubConfig, loop_args: list[str]) -> None:
+    """Serve the API until SIGINT/SIGTERM; unless API-only, with the scheduling loop in a child
+    process (`loop_args`: its options)."""
     from aiohttp import web
 
     from api.app import create_app
     from api.context import CONTEXT
+    from api.scheduling_process import scheduling_process
     from api.security import HubRunner
 
-    async with database(settings) as db:
+    async with database(settings) as db, contextlib.AsyncExitStack() as stack:
         while True:  # a hub started during a database outage waits for it, it never exits
             try:
                 token = await ensure_admin_token(db, settings.admin_token)
@@ -104,25 +107,57 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
                 await asyncio.sleep(1.0)
         if token is not None and settings.admin_token is None:
             print(f"first admin token (shown once): {token}", flush=True)
-        catalog = load_catalog()
-        app = create_app(db, catalog=catalog, config=config)
+        app = create_app(db, catalog=load_catalog(), config=config)
+        if settings.controllers:
+            app[CONTEXT].loop_metrics = await stack.enter_async_context(
+                scheduling_process(db.url, loop_args)
+            )
         runner = HubRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
         await site.start()
         log.warning("hub listening on http://%s:%s", settings.host, settings.port)
         stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
-        controllers = None
-        if settings.controllers:
-            scheduler = SchedulerLoop(db, catalog, config=config, listener=app[CONTEXT].listener)
-            controllers = asyncio.create_task(scheduler.run(stop))
+        _on_signals(stop)
         await stop.wait()
-        if controllers is not None:
-            await controllers
         await runner.cleanup()
+
+
+async def schedule(
+    settings: HubSettings, config: HubConfig, metrics_file: Path | None, exit_with_stdin: bool
+) -> None:
+    """Run only the scheduling loop (competing for leadership) on `DATABASE_URL` until
+    SIGINT/SIGTERM, or until standard input ends with `exit_with_stdin`."""
+    from api.scheduling_process import stdin_closed, write_metrics_until
+
+    assert settings.database_url is not None
+    db = Database(settings.database_url)
+    listener = Listener(settings.database_url)
+    stop = asyncio.Event()
+    _on_signals(stop)
+    tasks = []
+    if exit_with_stdin:
+        tasks.append(asyncio.create_task(stdin_closed()))
+        tasks[-1].add_done_callback(lambda _: stop.set())
+    if metrics_file is not None:
+        tasks.append(asyncio.create_task(write_metrics_until(stop, metrics_file)))
+    try:
+        await listener.start(JOBS)
+        await SchedulerLoop(db, load_catalog(), config=config, listener=listener).run(stop)
+    finally:
+        stop.set()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await listener.close()
+        await db.close()
+
+
+def _on_signals(stop: asyncio.Event) -> None:
+    """Set `stop` on SIGINT or SIGTERM."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
 
 
 async def _migrate(url: str) -> str:
@@ -143,16 +178,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--host", help="listen address (default $SUANPAN_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="listen port (default $SUANPAN_PORT or 8080)")
     run.add_argument(
-        "--config",
-        type=Path,
-        help="scheduling configuration file (YAML, see docs/operator-guide.md; "
-        "default $SUANPAN_CONFIG, else built-in defaults)",
-    )
-    run.add_argument(
         "--api-only",
         action="store_true",
         help="serve the API without competing to lead the controllers",
     )
+    loop = sub.add_parser(
+        "schedule",
+        help="run only the scheduling loop on $DATABASE_URL (what serve starts as its child)",
+    )
+    loop.add_argument("--metrics-file", type=Path, help="write the loop's metrics here each second")
+    loop.add_argument(
+        "--exit-with-stdin", action="store_true", help="stop when standard input ends"
+    )
+    for one in (run, loop):
+        one.add_argument(
+            "--config",
+            type=Path,
+            help="scheduling configuration file (YAML, see docs/operator-guide.md; "
+            "default $SUANPAN_CONFIG, else built-in defaults)",
+        )
     sub.add_parser("migrate", help="apply database migrations to $DATABASE_URL")
     with_data = [run]
     for name, verb in (("backup", "write the database to"), ("restore", "load the database from")):
@@ -176,14 +220,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     settings = HubSettings.from_env()
+    if args.command in ("migrate", "schedule") and settings.database_url is None:
+        print(f"suanpan-hub {args.command}: set DATABASE_URL", file=sys.stderr)
+        return 2
     if args.command == "migrate":
-        if settings.database_url is None:
-            print("suanpan-hub migrate: set DATABASE_URL", file=sys.stderr)
-            return 2
+        assert settings.database_url is not None
         print(asyncio.run(_migrate(settings.database_url)))
         compiled, failed = asyncio.run(compile_uncompiled(settings.database_url, load_catalog()))
         if compiled or failed:
             print(f"compiled {compiled} earlier jobs; {failed} could not be and were failed")
+        return 0
+    if args.command in ("schedule", "serve"):
+        try:
+            config = load_hub_config(args.config or settings.config_path)
+        except ConfigError as exc:
+            print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
+            return 2
+    if args.command == "schedule":
+        asyncio.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
         return 0
     if args.data_dir is not None:
         settings = replace(settings, data_dir=args.data_dir)
@@ -202,12 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         port=args.port or settings.port,
         controllers=not args.api_only,
     )
-    try:
-        config = load_hub_config(args.config or settings.config_path)
-    except ConfigError as exc:
-        print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
-        return 2
-    asyncio.run(serve(settings, config))
+    loop_args = ["--config", str(args.config)] if args.config is not None else []
+    asyncio.run(serve(settings, config, loop_args))
     return 0
 
 

@@ -70,7 +70,7 @@ async def metrics(call: Call) -> web.Response:
             (c.name, c.state, now - c.last_heartbeat.timestamp() if c.last_heartbeat else None)
             for c in summaries
         ]
-    response = web.Response(body=generate_latest(REGISTRY))
+    response = web.Response(body=generate_latest(REGISTRY) + ctx(call.request).loop_metrics())
     response.content_type = CONTENT_TYPE_LATEST.split(";")[0]
     return response
 

@@ -18,7 +18,7 @@ from cluster_agents.agent.agent import AgentMetrics
 from cluster_agents.agent.hub_client import HubApi
 from cluster_agents.extender.metrics import Metrics as ExtenderMetrics
 from cluster_agents.kube.metrics import BackendMetrics
-from federation.metrics import REGISTRY
+from federation.metrics import LOOP_REGISTRY, REGISTRY
 
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 RULES = MONITORING / "alerts.yaml"
@@ -61,7 +61,7 @@ def exported_names() -> set[str]:
     AgentMetrics(agent)
     HubApi("http://hub", "token", agent)
     BackendMetrics(agent)
-    registries = [REGISTRY, agent, ExtenderMetrics().registry]
+    registries = [REGISTRY, LOOP_REGISTRY, agent, ExtenderMetrics().registry]
     return {
         family.name + suffix
         for registry in registries
