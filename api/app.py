@@ -16,6 +16,7 @@ from api.security import secure_headers
 from federation.catalog import Catalog, load_catalog
 from federation.hubconfig import HubConfig
 from federation.store.database import Database
+from federation.store.group_commit import GroupCommit
 from federation.store.listener import JOBS, PLACEMENTS, Listener
 
 MAX_BODY_BYTES = 64 << 20  # the most any operation accepts (inventory); most take 1 MiB
@@ -40,6 +41,7 @@ def create_app(
         version=version,
         catalog=catalog,
         fleet_check=FleetCheck(db, catalog),
+        submissions=GroupCommit(db),
         config=config or HubConfig(),
     )
     app.cleanup_ctx.append(_listen)

@@ -12,6 +12,7 @@ from federation.catalog import Catalog
 from federation.hubconfig import HubConfig
 from federation.metrics import in_process_loop_metrics
 from federation.store.database import Database
+from federation.store.group_commit import GroupCommit
 from federation.store.listener import Listener
 
 
@@ -23,6 +24,7 @@ class HubContext:
     version: str
     catalog: Catalog
     fleet_check: FleetCheck
+    submissions: GroupCommit
     config: HubConfig = field(default_factory=HubConfig)
     listener: Listener | None = None
     # the scheduling loop's exposition: this process's, or the one its loop process writes

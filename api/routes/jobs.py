@@ -141,8 +141,7 @@ async def submit_job(call: Call) -> Reply:
             ],
         )
     new = await _prepare(call, manifest, key, {})
-    async with ctx(call.request).db.transaction() as conn:
-        job, created = await job_store.submit(conn, new)
+    job, created = await ctx(call.request).submissions.submit(new)
     return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
 
 
