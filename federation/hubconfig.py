@@ -14,6 +14,8 @@ health:
   renewSeconds: 2               # agents renew their cluster's lease this often
   notReadyAfterSeconds: 4       # no new work for a cluster whose lease is this old
   offlineAfterSeconds: 8        # the lease: a cluster not renewed this long is lost (Offline)
+  massSilenceFraction: 0.5      # more than this share of the fleet silent at once: the hub is
+                                # suspected, none is declared lost (1: never suspected)
 failover:
   default: fast                 # policy of jobs whose manifest names none: fast or exclusive
   exclusiveMarginSeconds: 40    # exclusive jobs of a lost cluster requeued lease + this later
@@ -64,6 +66,7 @@ class HealthConfig:
     renew_s: float = 2.0
     default_failover: FailoverPolicy = "fast"
     exclusive_margin_s: float = 40.0  # above the agent's pod grace period (30 s)
+    mass_silence_fraction: float = 0.5  # more silent than this share: suspect the hub itself
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,7 @@ class _Health(_File):
     renew_seconds: Seconds = Field(default=2.0, gt=0, le=60, alias="renewSeconds")
     not_ready_after_seconds: Seconds = Field(default=4.0, gt=0, alias="notReadyAfterSeconds")
     offline_after_seconds: Seconds = Field(default=8.0, gt=0, alias="offlineAfterSeconds")
+    mass_silence_fraction: float = Field(default=0.5, ge=0, le=1, alias="massSilenceFraction")
 
 
 class _Failover(_File):
@@ -183,6 +187,7 @@ def parse_hub_config(text: str) -> HubConfig:
             parsed.health.renew_seconds,
             parsed.failover.default,
             parsed.failover.exclusive_margin_seconds,
+            parsed.health.mass_silence_fraction,
         ),
         retry=RetryPolicy(r.backoff_seconds, r.max_backoff_seconds, r.max_failures),
         gang_timeout_s=parsed.gang.timeout_seconds,

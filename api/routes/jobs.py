@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import re
@@ -207,6 +208,7 @@ async def submit_batch(call: Call) -> Reply:
     outcomes: list[BatchOutcome | None] = []
     news: list[job_store.NewJob] = []
     for item in batch.items:
+        await asyncio.sleep(0)  # let other requests (agents' lease renewals) run between items
         try:
             manifest = JobManifest.model_validate_json(json.dumps(item.manifest), strict=True)
         except ValidationError as exc:

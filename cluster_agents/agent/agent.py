@@ -213,7 +213,8 @@ class Agent:
             try:
                 reply = await self.hub.lease(
                     LeaseRenewal(apiserver_reachable=problem is None, problem=problem or ""),
-                    timeout_s=self.renew_s,
+                    # a slow hub may still record it: wait up to what the lease leaves
+                    timeout_s=max(self.renew_s, self.lease_s - self.renew_s),
                 )
                 self._renewed = sent
                 self.lease_s, self.renew_s = reply.lease_s, reply.renew_s

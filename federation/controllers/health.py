@@ -2,7 +2,10 @@
 
 A cluster whose lease is older than `not_ready_after_s`, or whose agent says it cannot reach
 its kube-apiserver, is NotReady (no new work). One whose lease is older than `offline_after_s`
-(the lease), or whose apiserver has been unreachable that long, is Offline (lost); its jobs go
+(the lease), or whose apiserver has been unreachable that long, is Offline (lost) — unless
+more than `mass_silence_fraction` of the fleet fell silent at once, which points at the hub
+itself (overloaded or cut off), as kube-controller-manager stops evicting when a whole zone
+goes NotReady; its jobs go
 back to the queue by their failover policy: *fast* ones at once (their next placement gets a
 new epoch, which fences off any pod the old cluster still runs), *exclusive* ones only once the
 agent has been silent for the lease plus `exclusive_margin_s` (by then it has stopped their
@@ -28,6 +31,7 @@ from federation.store.lifecycle import (
     clusters_unreachable,
     move_job,
     release_placements,
+    silent_share,
 )
 from federation.store.tables import clusters, jobs
 
@@ -46,7 +50,15 @@ async def check(
             conn, kind="Cluster", reason="NotReady", cluster_id=cluster_id, message=message
         )
         changed.append(f"{name} NotReady ({message})")
-    lost = await clusters_silent(conn, "NotReady", "Offline", config.offline_after_s, since)
+    silent, fleet = await silent_share(conn, config.not_ready_after_s, since)
+    if fleet >= 2 and silent > config.mass_silence_fraction * fleet:
+        # most of the fleet silent together (counted from NotReady, so that clusters that
+        # fell silent together are not lost one by one): far likelier the hub (overloaded, or
+        # cut off itself) than the clusters; they stay NotReady (no new work), keep their jobs
+        changed.append(f"{silent} of {fleet} clusters silent at once: none declared lost")
+        lost = []
+    else:
+        lost = await clusters_silent(conn, "NotReady", "Offline", config.offline_after_s, since)
     lost += await clusters_unreachable(conn, "NotReady", "Offline", config.offline_after_s)
     for cluster_id, name in lost:
         await add_event(

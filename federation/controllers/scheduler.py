@@ -62,6 +62,7 @@ class SchedulerLoop:
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
+        self._health_said: set[str] = set()  # health messages of the last check (logged once)
         # when leading (with a working database) last began; leases count from then at most
         self.leading_since: datetime | None = None
 
@@ -134,8 +135,10 @@ class SchedulerLoop:
                 log.warning("this hub replica leads the scheduling loop")
                 metrics.LEADER.set(1)
                 while not stop.is_set():
-                    for change in await self.check_health():
+                    changes = await self.check_health()
+                    for change in set(changes) - self._health_said:
                         log.warning("health: %s", change)
+                    self._health_said = set(changes)
                     report = await self.cycle()
                     await self.sample_history()
                     if report.written.placed or report.written.preempted or report.written.rejected:

@@ -242,6 +242,27 @@ async def clusters_silent(
     return await _move_clusters(conn, current, target, _older_than(heard, after_s))
 
 
+async def silent_share(
+    conn: AsyncConnection, after_s: float, since: datetime | None = None
+) -> tuple[int, int]:
+    """(clusters not yet Offline whose agent has been silent for `after_s`, counted as in
+    `clusters_silent`; clusters Ready, NotReady or Offline)."""
+    heard = (
+        clusters.c.last_heartbeat
+        if since is None
+        else sa.func.greatest(clusters.c.last_heartbeat, since)
+    )
+    silent = sa.and_(clusters.c.state != "Offline", _older_than(heard, after_s))
+    row = (
+        await conn.execute(
+            sa.select(sa.func.count().filter(silent), sa.func.count()).where(
+                clusters.c.state.in_(("Ready", "NotReady", "Offline"))
+            )
+        )
+    ).one()
+    return int(row[0]), int(row[1])
+
+
 async def clusters_unreachable(
     conn: AsyncConnection, current: str, target: str, after_s: float
 ) -> list[tuple[uuid.UUID, str]]:

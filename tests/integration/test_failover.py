@@ -232,3 +232,36 @@ async def test_the_cli_client_moves_to_the_next_hub_address(fleet: Fleet) -> Non
     async with HubClient(f"{dead.url},{fleet.url}", ADMIN_TOKEN) as client:
         assert (await client.request("GET", "/v1/tenants"))["items"]
         assert client.url == fleet.url
+
+
+async def test_most_of_the_fleet_silent_at_once_suspects_the_hub_and_requeues_nothing(
+    fleet: Fleet,
+) -> None:
+    """Found by bench/hub_fleet.py: an overloaded hub let every lease lapse and requeued the
+    whole fleet's running jobs. When more than half the clusters fall silent together they stay
+    NotReady (no new work) and keep their jobs; one silent cluster of two is still lost."""
+    proxies = [Proxy(fleet.port), Proxy(fleet.port)]
+    for proxy in proxies:
+        await proxy.start()
+    await fleet.add_cluster("bj", "dc-beijing", hub_url=proxies[0].url)
+    await fleet.add_cluster("sz", "dc-shenzhen", hub_url=proxies[1].url)
+    running = await submit_running(fleet, "stays")
+    for proxy in proxies:
+        proxy.cut()
+
+    async def both_not_ready() -> bool:
+        states = {(await cluster(fleet, c))["state"] for c in ("bj", "sz")}
+        return states == {"NotReady"}
+
+    await wait_for("both NotReady", both_not_ready, 15)
+    await asyncio.sleep(HEALTH.offline_after_s + 4)  # well past the lease
+    assert {(await cluster(fleet, c))["state"] for c in ("bj", "sz")} == {"NotReady"}
+    assert (await job(fleet, running["id"]))["epoch"] == running["epoch"]  # never requeued
+    proxies[1].heal()  # sz returns: bj alone is silent now, one of two, and is lost
+
+    async def bj_offline() -> bool:
+        return bool((await cluster(fleet, "bj"))["state"] == "Offline")
+
+    await wait_for("bj Offline once the fleet is mostly heard again", bj_offline, 25)
+    for proxy in proxies:
+        await proxy.close()

@@ -17,7 +17,7 @@ scheduling:
   maxAssignments: 8
   flavorOrder: fastest
   devicePreference: spread
-health: {renewSeconds: 1, notReadyAfterSeconds: 5, offlineAfterSeconds: 10}
+health: {renewSeconds: 1, notReadyAfterSeconds: 5, offlineAfterSeconds: 10, massSilenceFraction: 1}
 failover: {default: exclusive, exclusiveMarginSeconds: 12}
 placementRetry: {backoffSeconds: 1, maxBackoffSeconds: 4, maxFailures: 3}
 gang: {timeoutSeconds: 30}
@@ -39,7 +39,7 @@ def test_every_field_is_read() -> None:
     assert (config.core.flavor_order, config.core.device_preference) == ("fastest", "spread")
     assert (config.health.not_ready_after_s, config.health.offline_after_s) == (5, 10)
     assert config.health.renew_s == 1 and config.health.default_failover == "exclusive"
-    assert config.health.exclusive_margin_s == 12
+    assert config.health.exclusive_margin_s == 12 and config.health.mass_silence_fraction == 1
     assert [config.retry.delay(n) for n in (1, 2, 3, 4)] == [1, 2, 4, 4]
     assert config.retry.max_failures == 3 and config.gang_timeout_s == 30
     assert config.history_interval_s == 10 and config.history_keep_s == 3600
@@ -64,6 +64,7 @@ def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None
         ("health: {notReadyAfterSeconds: 50, offlineAfterSeconds: 10}", "offlineAfterSeconds"),
         ("health: {renewSeconds: 5, offlineAfterSeconds: 8}", "renewSeconds"),
         ("failover: {default: twice}", "failover.default"),
+        ("health: {massSilenceFraction: 1.5}", "health.massSilenceFraction"),
         ("scheduling: [1, 2", "not YAML"),
     ],
 )

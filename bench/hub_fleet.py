@@ -1,0 +1,287 @@
+"""The whole hub at fleet scale, every part in its own process.
+
+`suanpan-hub serve` (API, with its scheduling loop in the child process it starts) on an
+embedded PostgreSQL, and 10 agents (`python -m deploy.sim_agent`) over simulated clusters of
+1,000 nodes each (NVIDIA H100, Ascend 910B3, Cambricon MLU370 and Kunlunxin P800 nodes). This
+process only drives the API and reads the database:
+
+1. burst: 10,000 jobs submitted through `POST /v1/job-batches` as fast as the API takes them;
+   the time from the first submission until every one is placed (they all fit);
+2. under load: 10,000 more jobs queued, then 64 clients submit single jobs for 10 s; the API's
+   rate and latency with that backlog, and the placement decisions the loop writes meanwhile;
+   cycle times are the gaps between the loop's placement transactions (one `now()` each).
+
+Hub memory (API and loop processes) and the database's size are reported after both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import sqlalchemy as sa
+import yaml
+
+from bench.api_throughput import ADMIN, _cpu_seconds, _load, _wait_ready
+from bench.results import Figure
+from deploy.fleet import free_port
+from deploy.local.kube import wait_for
+from federation.store import migrate
+from federation.store.database import Database
+from federation.store.embedded import EmbeddedPostgres
+from federation.store.tables import clusters, jobs, nodes, placements
+
+CLUSTERS = 10
+NODES = 1000
+BURST = 10_000
+LOAD_S = 10.0
+KINDS = (  # capacity and labels of the simulated nodes, by vendor, with the flavor they give
+    ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
+    ({"huawei.com/Ascend910B3": "8"}, {"node.kubernetes.io/npu.chip.name": "910B3"}),
+    ({"cambricon.com/mlu": "8"}, {"cambricon.com/mlu.model": "MLU370"}),
+    ({"kunlunxin.com/xpu": "8"}, {"xpu": "on"}),
+)
+FLAVORS = ("nvidia/H100-80GB", "huawei/Ascend910B3", "cambricon/MLU370-X8", "kunlunxin/P800")
+
+
+def _profile(path: Path) -> None:
+    doc = {
+        "defaults": {"capacity": {"cpu": "128", "memory": "1Ti", "pods": "110"}, "labels": {}},
+        "clusters": [
+            {
+                "name": f"c{c}",
+                "nodes": [
+                    {"name": f"c{c}-n{i:04d}", "capacity": cap, "labels": labels}
+                    for i in range(NODES)
+                    for cap, labels in [KINDS[i % len(KINDS)]]
+                ],
+            }
+            for c in range(CLUSTERS)
+        ],
+    }
+    path.write_text(yaml.safe_dump(doc))
+
+
+def _manifest(rng: random.Random, n: int) -> dict[str, Any]:
+    """A job of 1, 2 or 4 devices of one or two vendors, a fifth of them 2-replica gangs."""
+    accel = {
+        "count": rng.choice((1, 2, 4)),
+        "anyOf": [{"flavor": f} for f in rng.sample(FLAVORS, rng.choice((1, 2)))],
+    }
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": f"f{n}"},
+        "spec": {
+            "queue": "q",
+            "tasks": [
+                {
+                    "name": "w",
+                    "image": "img",
+                    "replicas": 2 if rng.random() < 0.2 else 1,
+                    "resources": {"cpu": "2", "memory": "8Gi", "accelerators": accel},
+                }
+            ],
+        },
+    }
+
+
+async def _queued(db: Database) -> tuple[int, int]:
+    """(jobs, jobs still Queued)."""
+    async with db.connection() as conn:
+        total = await conn.scalar(sa.select(sa.func.count()).select_from(jobs))
+        queued = await conn.scalar(
+            sa.select(sa.func.count()).select_from(jobs).where(jobs.c.state == "Queued")
+        )
+    return int(total or 0), int(queued or 0)
+
+
+async def _submit_batches(url: str, token: str, rng: random.Random, start: int) -> int:
+    """BURST jobs in batches of 1,000, two requests at a time; how many were accepted."""
+    headers = {"Authorization": f"Bearer {token}"}
+    accepted = 0
+
+    async def one(session: aiohttp.ClientSession, first: int) -> None:
+        nonlocal accepted
+        items = [
+            {"idempotencyKey": f"fleet-{n}", "manifest": _manifest(rng, n)}
+            for n in range(first, first + 1000)
+        ]
+        async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:
+            body = await resp.json()
+        accepted += sum(o["status"] == 201 for o in body["items"])
+
+    async with aiohttp.ClientSession(headers=headers) as session:
+        for pair in range(start, start + BURST, 2000):
+            await asyncio.gather(one(session, pair), one(session, pair + 1000))
+    return accepted
+
+
+async def _cycle_gaps(db: Database, since: float) -> list[float]:
+    """Seconds between the loop's consecutive placement transactions after `since`."""
+    async with db.connection() as conn:
+        rows = await conn.execute(
+            sa.select(sa.distinct(placements.c.created_at))
+            .where(placements.c.created_at > sa.func.to_timestamp(since))
+            .order_by(placements.c.created_at)
+        )
+        stamps = [r[0].timestamp() for r in rows]
+    return [b - a for a, b in itertools.pairwise(stamps)]
+
+
+def _rss_mib(match: str) -> float:
+    """Resident memory of every process whose command line contains `match`."""
+    total_kib = 0
+    for proc in Path("/proc").iterdir():
+        try:
+            if not proc.name.isdigit() or match not in (proc / "cmdline").read_text():
+                continue
+            status = (proc / "status").read_text().splitlines()
+        except OSError:
+            continue
+        total_kib += sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+    return total_kib / 1024
+
+
+async def _admin(url: str) -> tuple[str, list[str]]:
+    """Tenant `bench` with queue `q`: a member token, and one agent token per cluster."""
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
+        await s.post(url + "/v1/tenants", json={"name": "bench"})
+        await s.post(url + "/v1/tenants/bench/queues", json={"name": "q"})
+        async with s.post(
+            url + "/v1/tokens", json={"name": "b", "role": "member", "tenant": "bench"}
+        ) as r:
+            member = (await r.json())["token"]
+        agent_tokens = []
+        for c in range(CLUSTERS):
+            body = {"name": f"agent-c{c}", "role": "agent", "cluster": f"c{c}"}
+            async with s.post(url + "/v1/tokens", json=body) as r:
+                agent_tokens.append((await r.json())["token"])
+    return member, agent_tokens
+
+
+async def _study(workdir: Path) -> list[Figure]:
+    pg = EmbeddedPostgres()
+    db_url = await pg.start()
+    await migrate.upgrade(db_url)
+    db = Database(db_url)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "DATABASE_URL": db_url, "SUANPAN_ADMIN_TOKEN": ADMIN}
+    hub = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "api.hub_cli", "serve", f"--port={port}", env=env
+    )
+    agents: list[asyncio.subprocess.Process] = []
+    try:
+        await _wait_ready(url)
+        member, agent_tokens = await _admin(url)
+        profile = workdir / "fleet.yaml"
+        _profile(profile)
+        for c, token in enumerate(agent_tokens):
+            agents.append(
+                await asyncio.create_subprocess_exec(
+                    sys.executable,
+                    "-m",
+                    "deploy.sim_agent",
+                    *("--hub", url, "--cluster", f"c{c}", "--simulated", str(profile)),
+                    *("--metrics", f"127.0.0.1:{free_port()}"),
+                    env={**os.environ, "SUANPAN_AGENT_TOKEN": token},
+                )
+            )
+
+        async def fleet_ready() -> bool:
+            async with db.connection() as conn:
+                count = await conn.scalar(sa.select(sa.func.count()).select_from(nodes))
+                ready = await conn.scalar(
+                    sa.select(sa.func.count())
+                    .select_from(clusters)
+                    .where(clusters.c.state == "Ready")
+                )
+            return count == CLUSTERS * NODES and ready == CLUSTERS
+
+        await wait_for("every node at the hub", fleet_ready, 600)
+        rng = random.Random(19)
+
+        began = time.perf_counter()
+        accepted = await _submit_batches(url, member, rng, 0)
+        submitted_s = time.perf_counter() - began
+
+        async def burst_placed() -> bool:
+            return (await _queued(db))[1] == 0
+
+        await wait_for("the burst placed", burst_placed, 600)
+        burst_s = time.perf_counter() - began
+        print(
+            f"burst: {accepted} jobs accepted in {submitted_s:.1f} s, all placed in {burst_s:.1f} s"
+        )
+
+        await _submit_batches(url, member, rng, BURST)
+        _, queued_before = await _queued(db)
+        total_before = (await _queued(db))[0]
+        since = time.time()
+        hub_cpu = _cpu_seconds("api.hub_cli")
+        n, lat = await _load(url, member, 64, LOAD_S)
+        hub_cpu = _cpu_seconds("api.hub_cli") - hub_cpu
+        total_after, queued_after = await _queued(db)
+        decided = (total_after - queued_after) - (total_before - queued_before)
+        gaps = sorted(await _cycle_gaps(db, since))
+        lat.sort()
+        async with db.connection() as conn:
+            db_mib = (
+                await conn.scalar(sa.text("SELECT pg_database_size(current_database())"))
+            ) / 2**20
+        rss = _rss_mib("api.hub_cli")
+    finally:
+        for p in [*agents, hub]:
+            if p.returncode is None:
+                p.terminate()
+        for p in [*agents, hub]:
+            await p.wait()
+        await db.close()
+        await pg.stop()
+    params = {
+        "clusters": CLUSTERS,
+        "nodes_per_cluster": NODES,
+        "burst_jobs": accepted,
+        "queued_at_load_start": queued_before,
+        "load_s": LOAD_S,
+        "clients": 64,
+        "hub_cpu_ms_per_submission": round(1000 * hub_cpu / max(n, 1), 2),
+        "cycles_seen": len(gaps) + 1,
+        "load_average": os.getloadavg()[0],
+    }
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000 if lat else 0.0
+    cycle_p50 = statistics.median(gaps) * 1000 if gaps else 0.0
+    cycle_p99 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] * 1000 if gaps else 0.0
+    figures = [
+        Figure("hub_burst_10k_place_all_s", burst_s, "s", False, params),
+        Figure("api_submissions_per_s_c64_queued_10k", n / LOAD_S, "submissions/s", True, params),
+        Figure("api_submit_p99_ms_c64_queued_10k", p99, "ms", False, params),
+        Figure("hub_loop_decisions_per_s_under_load", decided / LOAD_S, "jobs/s", True, params),
+        Figure("hub_cycle_p50_ms_under_load", cycle_p50, "ms", False, params),
+        Figure("hub_cycle_p99_ms_10k_pending", cycle_p99, "ms", False, params),
+        Figure("hub_rss_mib_fleet", rss, "MiB", False, params),
+        Figure("hub_database_mib_fleet", db_mib, "MiB", False, params),
+    ]
+    for f in figures:
+        print(f"{f.name}: {f.value:.1f} {f.unit}")
+    return figures
+
+
+def run() -> list[Figure]:
+    """Figures of `make bench`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        return asyncio.run(_study(Path(tmp)))
+
+
+if __name__ == "__main__":
+    run()
