@@ -213,7 +213,11 @@ def _token_parser(sub: Any, out: argparse.ArgumentParser) -> None:
     t = sub.add_parser("token", help="issue, list, rotate and revoke API tokens (admin)")
     actions = t.add_subparsers(dest="action", required=True)
     ttl = argparse.ArgumentParser(add_help=False)
-    ttl.add_argument("--ttl", type=duration, help="lifetime, e.g. 12h or 30d (hub default: 90d)")
+    ttl.add_argument(
+        "--ttl",
+        type=duration,
+        help="lifetime, e.g. 12h or 30d (default: 90d; when rotating, the old token's)",
+    )
     c = actions.add_parser("create", parents=[out, ttl], help="issue a token")
     c.add_argument("name")
     c.add_argument("--role", choices=("admin", "member", "viewer", "agent"), required=True)

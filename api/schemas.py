@@ -191,9 +191,16 @@ class TokenIn(_In):
 
 
 class TokenRotateIn(_In):
-    """How to rotate a token: the successor's lifetime, and how long the old token lives on."""
+    """How to rotate a token: the successor's lifetime (default: the old token's, or 90 days
+    for one that never expires), and how long the old token lives on."""
 
-    ttl_seconds: TokenTtl = DEFAULT_TTL_S
+    ttl_seconds: int | None = Field(
+        default=None,
+        alias="ttlSeconds",
+        ge=60,
+        le=MAX_TTL_S,
+        description="seconds until the successor expires (default: the old token's lifetime)",
+    )
     overlap_seconds: int | None = Field(
         default=None,
         alias="overlapSeconds",

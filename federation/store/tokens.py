@@ -117,10 +117,11 @@ async def authenticate(conn: AsyncConnection, token: str) -> Principal | None:
 
 
 async def rotate(
-    conn: AsyncConnection, token_id: uuid.UUID, *, ttl_s: int, overlap_s: int | None
+    conn: AsyncConnection, token_id: uuid.UUID, *, ttl_s: int | None, overlap_s: int | None
 ) -> tuple[TokenInfo, str]:
-    """Issue a successor of a live token (same name, role and binding) valid for `ttl_s`;
-    the old token keeps working until revoked or, given `overlap_s`, at most that much longer.
+    """Issue a successor of a live token (same name, role and binding) valid for `ttl_s`
+    (None: as long as the old token was, or `DEFAULT_TTL_S` if it never expires); the old
+    token keeps working until revoked or, given `overlap_s`, at most that much longer.
     Returns the successor's metadata and clear text."""
     old = (
         await conn.execute(
@@ -143,6 +144,9 @@ async def rotate(
                 )
             )
         )
+    if ttl_s is None:
+        lifetime = old.expires_at - old.created_at if old.expires_at else None
+        ttl_s = round(lifetime.total_seconds()) if lifetime else DEFAULT_TTL_S
     return await issue(
         conn,
         name=old.name,

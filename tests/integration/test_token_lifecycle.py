@@ -125,6 +125,8 @@ async def test_the_cli_creates_and_rotates_tokens(
     assert await asyncio.to_thread(cli.main, argv) == 0
     rotated = json.loads(capsys.readouterr().out)
     assert rotated["rotatedFrom"] == made["id"]
+    left = datetime.fromisoformat(rotated["expiresAt"]) - datetime.now(UTC)
+    assert timedelta(hours=11) < left <= timedelta(hours=12)  # the old token's lifetime
     _refused(await hub.call("GET", "/v1/whoami", token=made["token"]), "token expired")
     assert (await hub.call("GET", "/v1/whoami", token=rotated["token"]))[0] == 200
     assert await asyncio.to_thread(cli.main, ["token", "list"]) == 0
