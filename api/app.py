@@ -10,6 +10,7 @@ from api.auth import auth_middleware
 from api.context import CONTEXT, HubContext
 from api.feasibility import FleetCheck
 from api.metrics import metrics_middleware
+from api.oidc import install_oidc
 from api.problems import problem_middleware
 from api.routes import API
 from api.security import secure_headers
@@ -32,6 +33,7 @@ def create_app(
 ) -> web.Application:
     """Build the REST application over `db` (the caller owns the database's lifetime)."""
     catalog = catalog or load_catalog()
+    config = config or HubConfig()
     app = web.Application(
         middlewares=[metrics_middleware, problem_middleware, auth_middleware],
         client_max_size=MAX_BODY_BYTES,
@@ -42,8 +44,10 @@ def create_app(
         catalog=catalog,
         fleet_check=FleetCheck(db, catalog),
         submissions=GroupCommit(db),
-        config=config or HubConfig(),
+        config=config,
     )
+    if config.oidc is not None:
+        install_oidc(app, config.oidc)
     app.cleanup_ctx.append(_listen)
     app.on_response_prepare.append(secure_headers)
     API.install(app)

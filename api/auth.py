@@ -1,14 +1,17 @@
-"""Bearer-token authentication: resolves the caller before any handler runs."""
+"""Bearer-token authentication: resolves the caller before any handler runs (an API token,
+or an OIDC provider's JWT where one is configured)."""
 
 from __future__ import annotations
 
 import time
 import uuid
+from datetime import UTC, datetime
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
 from api.context import ctx
+from api.oidc import OIDC, looks_like_jwt
 from api.problems import Handler
 from federation.errors import Unauthorized
 from federation.store import tokens
@@ -22,8 +25,9 @@ OUTAGE_GRACE_S = 300.0  # while the database is unreachable, tokens valid this r
 class TokenCache:
     """Valid tokens seen recently, so most requests skip the token lookup.
 
-    Only valid tokens are cached, for `CACHE_TTL_S`: a revocation takes effect at once on the
-    replica that revoked (it clears the cache) and within the TTL on the others. While the
+    Only valid tokens are cached, for `CACHE_TTL_S` and never past their expiry: a revocation
+    takes effect at once on the replica that revoked (it clears the cache) and within the TTL
+    on the others. While the
     database cannot be reached (nothing can be revoked then), a token seen valid within
     `OUTAGE_GRACE_S` still passes, so that `/metrics` can report the outage.
     """
@@ -35,6 +39,8 @@ class TokenCache:
         """The cached principal of `token`, if seen valid within `max_age_s`."""
         entry = self._entries.get(token)
         if entry is None or time.monotonic() - entry[1] > max_age_s:
+            return None
+        if entry[0].expired(datetime.now(UTC)):
             return None
         return entry[0]
 
@@ -64,17 +70,28 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         principal = TOKENS.get(token)
         if principal is None:
             try:
-                async with ctx(request).db.connection() as conn:
-                    principal = await tokens.authenticate(conn, token)
+                principal = await _authenticate(request, token)
             except (OSError, SQLAlchemyError):
                 principal = TOKENS.get(token, OUTAGE_GRACE_S)
                 if principal is None:
                     raise
-            if principal is None:
-                raise Unauthorized("unknown or revoked token")
             TOKENS.put(token, principal)
         request[PRINCIPAL] = principal
     return await handler(request)
+
+
+async def _authenticate(request: web.Request, token: str) -> Principal:
+    """The principal of a JWT (where OIDC is configured) or of an API token; else 401."""
+    verifier = request.app.get(OIDC)
+    if verifier is not None and looks_like_jwt(token):
+        return await verifier.authenticate(ctx(request).db, token)
+    async with ctx(request).db.connection() as conn:
+        principal = await tokens.authenticate(conn, token)
+    if principal is None:
+        raise Unauthorized("unknown or revoked token")
+    if principal.expired(datetime.now(UTC)):
+        raise Unauthorized("token expired")
+    return principal
 
 
 def tenant_scope(principal: Principal) -> uuid.UUID | None:

@@ -1,7 +1,9 @@
 """`suanpan`: submit and follow jobs, look at clusters, queues and capacity.
 
 The hub URL and token come from flags, then `SUANPAN_HUB`/`SUANPAN_TOKEN`, then the config
-file `~/.config/suanpan/config.yaml` (`hub: URL`, `token: TOKEN`).
+file `~/.config/suanpan/config.yaml` (`hub: URL`, `token: TOKEN`). The token is an API token
+or, where the hub accepts an OpenID Connect provider, that provider's ID or access token
+(a JWT), e.g. `SUANPAN_TOKEN=$(oidc-token ml)`.
 """
 
 from __future__ import annotations
@@ -157,6 +159,81 @@ async def _top(client: HubClient, args: argparse.Namespace) -> None:
     _emit(data, args.output, rows, ["VENDOR", "MODEL", "DEVICES", "HEALTHY", "ALLOCATED", "USE"])
 
 
+TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def duration(text: str) -> int:
+    """Seconds of a duration like `3600`, `90s`, `15m`, `12h` or `30d`."""
+    number, unit = (text[:-1], text[-1]) if text[-1:] in TTL_UNITS else (text, "s")
+    if not (number.isascii() and number.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 3600, 15m, 12h, 30d")
+    return int(number) * TTL_UNITS[unit]
+
+
+def _given(body: dict[str, Any]) -> dict[str, Any]:
+    """The fields given (the hub's defaults apply to the others)."""
+    return {k: v for k, v in body.items() if v is not None}
+
+
+def _token_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
+    return [
+        [t["id"], t["name"], t["role"], t.get("expiresAt") or "never", t.get("revokedAt") or "-"]
+        for t in items
+    ]
+
+
+TOKEN_HEADER = ["ID", "NAME", "ROLE", "EXPIRES", "REVOKED"]
+
+
+async def _token(client: HubClient, args: argparse.Namespace) -> None:
+    """`suanpan token create|list|rotate|revoke` (admin)."""
+    if args.action == "create":
+        body = {"name": args.name, "role": args.role, "tenant": args.tenant}
+        body |= {"cluster": args.cluster, "ttlSeconds": args.ttl}
+        made = await client.request("POST", "/v1/tokens", json=_given(body))
+    elif args.action == "rotate":
+        body = {"ttlSeconds": args.ttl, "overlapSeconds": args.overlap}
+        made = await client.request("POST", f"/v1/tokens/{args.id}/rotate", json=_given(body))
+    elif args.action == "revoke":
+        await client.request("DELETE", f"/v1/tokens/{args.id}")
+        print(f"token {args.id} revoked")
+        return
+    else:
+        page = await client.request("GET", "/v1/tokens")
+        _emit(page, args.output, _token_rows(page["items"]), TOKEN_HEADER)
+        return
+    if args.output != "table":
+        _emit(made, args.output, [], [])
+    else:
+        print(f"token {made['id']} expires {made['expiresAt']} (secret shown once):")
+        print(made["token"])
+
+
+def _token_parser(sub: Any, out: argparse.ArgumentParser) -> None:
+    t = sub.add_parser("token", help="issue, list, rotate and revoke API tokens (admin)")
+    actions = t.add_subparsers(dest="action", required=True)
+    ttl = argparse.ArgumentParser(add_help=False)
+    ttl.add_argument(
+        "--ttl",
+        type=duration,
+        help="lifetime, e.g. 12h or 30d (default: 90d; when rotating, the old token's)",
+    )
+    c = actions.add_parser("create", parents=[out, ttl], help="issue a token")
+    c.add_argument("name")
+    c.add_argument("--role", choices=("admin", "member", "viewer", "agent"), required=True)
+    c.add_argument("--tenant", help="required for role member")
+    c.add_argument("--cluster", help="required for role agent")
+    actions.add_parser("list", parents=[out], help="issued tokens, never their secrets")
+    r = actions.add_parser(
+        "rotate", parents=[out, ttl], help="issue a successor; the old one works until revoked"
+    )
+    r.add_argument("id")
+    r.add_argument(
+        "--overlap", type=duration, help="the old token expires this long after rotation"
+    )
+    actions.add_parser("revoke", help="revoke a token at once").add_argument("id")
+
+
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
     async with HubClient(hub, token) as client:
@@ -193,6 +270,8 @@ async def _run(args: argparse.Namespace) -> int:
                     print(f"  {c['cluster']}: {c['reason']}")
         elif args.command == "top":
             await _top(client, args)
+        elif args.command == "token":
+            await _token(client, args)
     return 0
 
 
@@ -226,6 +305,7 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", parents=[out], help="why a job waits, per cluster")
     e.add_argument("id")
     sub.add_parser("top", parents=[out], help="capacity and use by vendor and model")
+    _token_parser(sub, out)
     sub.add_parser(
         "sim", help="replay a trace through the scheduler (see `suanpan sim -h`)", add_help=False
     )

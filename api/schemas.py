@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from federation.k8s_names import DnsLabel, label_map
+from federation.store.tokens import DEFAULT_TTL_S
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 JOB_STATES = (
@@ -167,6 +168,18 @@ class WaitingQuery(_In):
     limit: QueryInt = Field(default=100, ge=1, le=1000)
 
 
+MAX_TTL_S = 3650 * 86400
+TokenTtl = Annotated[
+    int,
+    Field(
+        alias="ttlSeconds",
+        ge=60,
+        le=MAX_TTL_S,
+        description=f"seconds until the token expires (default {DEFAULT_TTL_S}: 90 days)",
+    ),
+]
+
+
 class TokenIn(_In):
     """A token to issue."""
 
@@ -174,22 +187,52 @@ class TokenIn(_In):
     role: Literal["admin", "member", "viewer", "agent"]
     tenant: DnsLabel | None = Field(default=None, description="required for role member")
     cluster: DnsLabel | None = Field(default=None, description="required for role agent")
+    ttl_seconds: TokenTtl = DEFAULT_TTL_S
+
+
+class TokenRotateIn(_In):
+    """How to rotate a token: the successor's lifetime (default: the old token's, or 90 days
+    for one that never expires), and how long the old token lives on."""
+
+    ttl_seconds: int | None = Field(
+        default=None,
+        alias="ttlSeconds",
+        ge=60,
+        le=MAX_TTL_S,
+        description="seconds until the successor expires (default: the old token's lifetime)",
+    )
+    overlap_seconds: int | None = Field(
+        default=None,
+        alias="overlapSeconds",
+        ge=0,
+        le=MAX_TTL_S,
+        description="the old token expires this long after rotation (default: at its own"
+        " expiry, or when revoked)",
+    )
 
 
 class TokenOut(_Out):
-    """An issued token; `token` is shown only once, at issue."""
+    """An issued token; `token` is shown only once, at issue or rotation."""
 
     id: uuid.UUID
     name: str
     role: str
     token: str | None = None
+    expires_at: datetime | None = Field(
+        default=None, alias="expiresAt", description="null: never (the bootstrap token)"
+    )
+    revoked_at: datetime | None = Field(default=None, alias="revokedAt")
+    rotated_from: uuid.UUID | None = Field(
+        default=None, alias="rotatedFrom", description="the token this one succeeds"
+    )
 
 
 class Whoami(_Out):
-    """The calling user's token (not an agent's): its role and tenant."""
+    """The calling user (not an agent): role, tenant and, for an OIDC user, the subject."""
 
     role: Literal["admin", "member", "viewer"]
     tenant: str | None = Field(description="the tenant a member or viewer is bound to")
+    subject: str | None = Field(default=None, description="the OIDC subject (null: API token)")
 
 
 class TokenList(_Out):

@@ -21,6 +21,18 @@ failover:
   exclusiveMarginSeconds: 40    # exclusive jobs of a lost cluster requeued lease + this later
 placementRetry: {backoffSeconds: 30, maxBackoffSeconds: 600, maxFailures: 5}
 gang: {timeoutSeconds: 120}     # sent to agents: a gang not bound by then is re-placed
+oidc:                           # accept bearer JWTs of an OpenID Connect provider (off if absent)
+  issuer: https://login.example.com/realms/ml   # https, or http on loopback only
+  audience: suanpan
+  jwksUri: null                 # default: discovered at issuer/.well-known/openid-configuration
+  algorithms: [RS256, ES256]    # asymmetric ones only
+  clockSkewSeconds: 60
+  groupsClaim: groups
+  adminGroups: [platform-admins]
+  groups:                       # first matching entry wins; no match: 403
+    - {group: ml-team, tenant: ml, role: member}
+  jwksRefreshSeconds: 30        # an unknown key id refetches the keys at most this often
+  jwksMaxAgeSeconds: 3600       # keys are refetched when this old
 ```
 """
 
@@ -28,10 +40,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from federation.scheduling.framework import DEFAULT_WEIGHTS, SchedulerConfig
 from federation.scheduling.plugins import DEFAULT_REGISTRY
@@ -69,6 +89,39 @@ class HealthConfig:
     mass_silence_fraction: float = 0.5  # more silent than this share: suspect the hub itself
 
 
+OidcRole = Literal["member", "viewer"]
+ASYMMETRIC_ALGS = frozenset(
+    {"RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"}
+)
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+@dataclass(frozen=True)
+class GroupRole:
+    """Members of an OIDC group get `role` in `tenant`."""
+
+    group: str
+    tenant: str
+    role: OidcRole
+
+
+@dataclass(frozen=True)
+class OidcConfig:
+    """An OpenID Connect provider whose bearer JWTs the hub accepts, and how groups map to
+    roles (admin groups first, then the first matching tenant mapping)."""
+
+    issuer: str
+    audience: str
+    jwks_uri: str | None = None
+    algorithms: tuple[str, ...] = ("RS256", "ES256")
+    clock_skew_s: float = 60.0
+    groups_claim: str = "groups"
+    admin_groups: tuple[str, ...] = ()
+    groups: tuple[GroupRole, ...] = ()
+    jwks_refresh_s: float = 30.0
+    jwks_max_age_s: float = 3600.0
+
+
 @dataclass(frozen=True)
 class HubConfig:
     """Everything the operators' file sets."""
@@ -80,6 +133,7 @@ class HubConfig:
     gang_timeout_s: float = 120.0
     history_interval_s: float = 60.0  # allocation sampled this often (leader only)
     history_keep_s: float = 86400.0  # and kept this long
+    oidc: OidcConfig | None = None
 
 
 class _File(BaseModel):
@@ -133,6 +187,60 @@ class _History(_File):
     keep_seconds: Seconds = Field(default=86400.0, gt=0, le=90 * 86400, alias="keepSeconds")
 
 
+def _provider_url(url: str) -> str:
+    """An identity provider's URL: https, or http to a loopback address (tests, sidecars)."""
+    parts = urlsplit(url)
+    if not parts.hostname or parts.scheme not in ("https", "http"):
+        raise ValueError("must be an absolute http(s) URL")
+    if parts.scheme == "http" and parts.hostname not in LOOPBACK_HOSTS:
+        raise ValueError("must use https (http is allowed on loopback only)")
+    return url
+
+
+ProviderUrl = Annotated[str, AfterValidator(_provider_url)]
+
+
+class _GroupRole(_File):
+    group: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    role: OidcRole = "member"
+
+
+class _Oidc(_File):
+    issuer: ProviderUrl
+    audience: str = Field(min_length=1)
+    jwks_uri: ProviderUrl | None = Field(default=None, alias="jwksUri")
+    algorithms: list[str] = Field(default_factory=lambda: ["RS256", "ES256"], min_length=1)
+    clock_skew_seconds: Seconds = Field(default=60.0, ge=0, le=600, alias="clockSkewSeconds")
+    groups_claim: str = Field(default="groups", min_length=1, alias="groupsClaim")
+    admin_groups: list[str] = Field(default_factory=list, alias="adminGroups")
+    groups: list[_GroupRole] = Field(default_factory=list)
+    jwks_refresh_seconds: Seconds = Field(default=30.0, ge=0, le=3600, alias="jwksRefreshSeconds")
+    jwks_max_age_seconds: Seconds = Field(default=3600.0, gt=0, le=86400, alias="jwksMaxAgeSeconds")
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric(cls, algs: list[str]) -> list[str]:
+        bad = sorted(set(algs) - ASYMMETRIC_ALGS)
+        if bad:
+            raise ValueError(f"{bad} not allowed: one of {sorted(ASYMMETRIC_ALGS)}")
+        return algs
+
+    def config(self) -> OidcConfig:
+        return OidcConfig(
+            issuer=self.issuer,
+            audience=self.audience,
+            jwks_uri=self.jwks_uri,
+            algorithms=tuple(self.algorithms),
+            clock_skew_s=self.clock_skew_seconds,
+            groups_claim=self.groups_claim,
+            admin_groups=tuple(self.admin_groups),
+            groups=tuple(GroupRole(g.group, g.tenant, g.role) for g in self.groups),
+            jwks_refresh_s=self.jwks_refresh_seconds,
+            jwks_max_age_s=self.jwks_max_age_seconds,
+        )
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
@@ -140,6 +248,7 @@ class _HubFile(_File):
     placement_retry: _Retry = Field(default=_Retry(), alias="placementRetry")
     gang: _Gang = _Gang()
     history: _History = _History()
+    oidc: _Oidc | None = None
 
 
 class ConfigError(ValueError):
@@ -193,6 +302,7 @@ def parse_hub_config(text: str) -> HubConfig:
         gang_timeout_s=parsed.gang.timeout_seconds,
         history_interval_s=parsed.history.interval_seconds,
         history_keep_s=parsed.history.keep_seconds,
+        oidc=parsed.oidc.config() if parsed.oidc else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""API tokens: issue and revoke (admin only), and who the caller is."""
+"""API tokens: issue, rotate and revoke (admin only), and who the caller is."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from api.context import ctx
 from api.registry import ADMIN, Call, Reply
 from api.routes import API
 from api.routes.common import parse_id
-from api.schemas import TokenIn, TokenList, TokenOut, Whoami
+from api.schemas import TokenIn, TokenList, TokenOut, TokenRotateIn, Whoami
 from federation.errors import FieldError, InvalidInput
 from federation.store import clusters as cluster_store
 from federation.store import tenancy, tokens
@@ -25,7 +25,8 @@ from federation.store import tenancy, tokens
     errors=(404,),
 )
 async def issue_token(call: Call) -> Reply:
-    """Issue a token; its secret is in this response only.
+    """Issue a token valid for `ttlSeconds` (default 90 days); its secret is in this response
+    only.
 
     A member token needs `tenant`; an agent token needs `cluster` (registered as Pending
     if new), and can write nothing but its own cluster's inventory and status.
@@ -46,10 +47,27 @@ async def issue_token(call: Call) -> Reply:
             if body.role == "agent" and body.cluster
             else None
         )
-        token_id, clear = await tokens.issue(
-            conn, name=body.name, role=body.role, tenant_id=tenant_id, cluster_id=cluster_id
+        info, clear = await tokens.issue(
+            conn,
+            name=body.name,
+            role=body.role,
+            tenant_id=tenant_id,
+            cluster_id=cluster_id,
+            ttl_s=body.ttl_seconds,
         )
-    return Reply(201, TokenOut(id=token_id, name=body.name, role=body.role, token=clear))
+    return Reply(201, _out(info, clear))
+
+
+def _out(info: tokens.TokenInfo, clear: str | None = None) -> TokenOut:
+    return TokenOut(
+        id=info.id,
+        name=info.name,
+        role=info.role,
+        token=clear,
+        expires_at=info.expires_at,
+        revoked_at=info.revoked_at,
+        rotated_from=info.rotated_from,
+    )
 
 
 @API.op("GET", "/v1/tokens", summary="List tokens", tag="tokens", roles=ADMIN, response=TokenList)
@@ -59,8 +77,34 @@ async def list_tokens(call: Call) -> Reply:
         rows = await tokens.list_tokens(conn)
     return Reply(
         200,
-        TokenList(items=[TokenOut(id=r.id, name=r.name, role=r.role) for r in rows]),
+        TokenList(items=[_out(r) for r in rows]),
     )
+
+
+@API.op(
+    "POST",
+    "/v1/tokens/{token_id}/rotate",
+    summary="Rotate a token",
+    tag="tokens",
+    roles=ADMIN,
+    body=TokenRotateIn,
+    response=TokenOut,
+    status=201,
+    errors=(404, 409),
+)
+async def rotate_token(call: Call) -> Reply:
+    """Issue a successor of a live token (same name, role, tenant or cluster); its secret is
+    in this response only. The old token keeps working until it is revoked, or until
+    `overlapSeconds` from now when given; a revoked or expired token cannot be rotated (409).
+    """
+    token_id = parse_id("token", call.path("token_id"))
+    body = call.body_as(TokenRotateIn)
+    async with ctx(call.request).db.transaction() as conn:
+        info, clear = await tokens.rotate(
+            conn, token_id, ttl_s=body.ttl_seconds, overlap_s=body.overlap_seconds
+        )
+    TOKENS.clear()
+    return Reply(201, _out(info, clear))
 
 
 @API.op(
@@ -83,10 +127,10 @@ async def revoke_token(call: Call) -> Reply:
 
 @API.op("GET", "/v1/whoami", summary="Who am I", tag="tokens", response=Whoami)
 async def whoami(call: Call) -> Reply:
-    """The calling token's role and tenant (the console shows the actions the role may do)."""
+    """The caller's role, tenant and OIDC subject (the console shows what the role may do)."""
     tenant = None
     if call.who.tenant_id is not None:
         async with ctx(call.request).db.connection() as conn:
             (found,) = await tenancy.list_tenants(conn, call.who.tenant_id)
         tenant = found.name
-    return Reply(200, Whoami(role=call.who.role, tenant=tenant))
+    return Reply(200, Whoami(role=call.who.role, tenant=tenant, subject=call.who.subject))

@@ -12,12 +12,24 @@ Role = Literal["admin", "member", "viewer", "agent"]
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: a token's role and what it is bound to."""
+    """Who is calling: an API token (`token_id`) or an OIDC user (`subject`), the role and
+    what it is bound to, and when the credential expires (None: never)."""
 
-    token_id: uuid.UUID
+    token_id: uuid.UUID | None
     role: Role
     tenant_id: uuid.UUID | None = None
     cluster_id: uuid.UUID | None = None
+    expires_at: datetime | None = None
+    subject: str | None = None
+
+    @property
+    def actor(self) -> str:
+        """Who acted, for logs and audit: the OIDC subject, else the token id."""
+        return self.subject if self.subject is not None else f"token:{self.token_id}"
+
+    def expired(self, now: datetime) -> bool:
+        """Whether the credential is no longer valid at `now`."""
+        return self.expires_at is not None and self.expires_at <= now
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,8 @@ api_tokens = Table(
     Column("tenant_id", ForeignKey("tenants.id", ondelete="CASCADE"), nullable=True),
     Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=True),
     Column("revoked_at", DateTime(timezone=True), nullable=True),
+    Column("expires_at", DateTime(timezone=True), nullable=True),  # NULL: never (bootstrap)
+    Column("rotated_from", ForeignKey("api_tokens.id", ondelete="SET NULL"), nullable=True),
     _created(),
     CheckConstraint("role IN ('admin', 'member', 'viewer', 'agent')", name="role_known"),
     CheckConstraint("role <> 'member' OR tenant_id IS NOT NULL", name="member_has_tenant"),

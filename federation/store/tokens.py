@@ -1,4 +1,6 @@
-"""API tokens: issued once in clear, stored only as a SHA-256 digest."""
+"""API tokens: issued once in clear, stored only as a SHA-256 digest; they expire, and are
+rotated by issuing a successor while the old one keeps working until revoked or its overlap
+ends."""
 
 from __future__ import annotations
 
@@ -6,16 +8,17 @@ import hashlib
 import secrets
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from federation.errors import NotFound
+from federation.errors import Conflict, NotFound
 from federation.store.records import Principal, Role
 from federation.store.tables import api_tokens
 
 TOKEN_PREFIX = "sp_"
+DEFAULT_TTL_S = 90 * 86400  # tokens issued through the API expire after 90 days unless told
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,21 @@ class TokenInfo:
     cluster_id: uuid.UUID | None
     created_at: datetime
     revoked_at: datetime | None
+    expires_at: datetime | None
+    rotated_from: uuid.UUID | None
+
+
+_INFO = (
+    api_tokens.c.id,
+    api_tokens.c.name,
+    api_tokens.c.role,
+    api_tokens.c.tenant_id,
+    api_tokens.c.cluster_id,
+    api_tokens.c.created_at,
+    api_tokens.c.revoked_at,
+    api_tokens.c.expires_at,
+    api_tokens.c.rotated_from,
+)
 
 
 def new_token() -> str:
@@ -49,37 +67,94 @@ async def issue(
     tenant_id: uuid.UUID | None = None,
     cluster_id: uuid.UUID | None = None,
     token: str | None = None,
-) -> tuple[uuid.UUID, str]:
-    """Store a token (a fresh one unless given) and return its id and clear text."""
+    ttl_s: int | None = None,
+    rotated_from: uuid.UUID | None = None,
+) -> tuple[TokenInfo, str]:
+    """Store a token (a fresh one unless given) valid for `ttl_s` seconds (None: forever);
+    return its metadata and clear text."""
     clear = token or new_token()
-    token_id = await conn.scalar(
-        sa.insert(api_tokens)
-        .values(
-            name=name,
-            token_hash=digest(clear),
-            role=role,
-            tenant_id=tenant_id,
-            cluster_id=cluster_id,
+    row = (
+        await conn.execute(
+            sa.insert(api_tokens)
+            .values(
+                name=name,
+                token_hash=digest(clear),
+                role=role,
+                tenant_id=tenant_id,
+                cluster_id=cluster_id,
+                expires_at=None if ttl_s is None else sa.func.now() + timedelta(seconds=ttl_s),
+                rotated_from=rotated_from,
+            )
+            .returning(*_INFO)
         )
-        .returning(api_tokens.c.id)
-    )
-    assert token_id is not None
-    return token_id, clear
+    ).one()
+    return TokenInfo(**row._mapping), clear
 
 
 async def authenticate(conn: AsyncConnection, token: str) -> Principal | None:
-    """The principal of a valid, unrevoked token, else None."""
+    """The principal of an unrevoked token (possibly expired: see `Principal.expired`),
+    else None."""
     row = (
         await conn.execute(
             sa.select(
-                api_tokens.c.id, api_tokens.c.role, api_tokens.c.tenant_id, api_tokens.c.cluster_id
+                api_tokens.c.id,
+                api_tokens.c.role,
+                api_tokens.c.tenant_id,
+                api_tokens.c.cluster_id,
+                api_tokens.c.expires_at,
             ).where(api_tokens.c.token_hash == digest(token), api_tokens.c.revoked_at.is_(None))
         )
     ).one_or_none()
     if row is None:
         return None
     return Principal(
-        token_id=row.id, role=row.role, tenant_id=row.tenant_id, cluster_id=row.cluster_id
+        token_id=row.id,
+        role=row.role,
+        tenant_id=row.tenant_id,
+        cluster_id=row.cluster_id,
+        expires_at=row.expires_at,
+    )
+
+
+async def rotate(
+    conn: AsyncConnection, token_id: uuid.UUID, *, ttl_s: int | None, overlap_s: int | None
+) -> tuple[TokenInfo, str]:
+    """Issue a successor of a live token (same name, role and binding) valid for `ttl_s`
+    (None: as long as the old token was, or `DEFAULT_TTL_S` if it never expires); the old
+    token keeps working until revoked or, given `overlap_s`, at most that much longer.
+    Returns the successor's metadata and clear text."""
+    old = (
+        await conn.execute(
+            sa.select(api_tokens, (api_tokens.c.expires_at <= sa.func.now()).label("expired"))
+            .where(api_tokens.c.id == token_id)
+            .with_for_update()
+        )
+    ).one_or_none()
+    if old is None:
+        raise NotFound("token", str(token_id))
+    if old.revoked_at is not None or old.expired:
+        raise Conflict(f"token {token_id} is revoked or expired; issue a new one")
+    if overlap_s is not None:
+        await conn.execute(
+            sa.update(api_tokens)
+            .where(api_tokens.c.id == token_id)
+            .values(
+                expires_at=sa.func.least(
+                    api_tokens.c.expires_at, sa.func.now() + timedelta(seconds=overlap_s)
+                )
+            )
+        )
+    if ttl_s is None:
+        lifetime = old.expires_at - old.created_at if old.expires_at else None
+        ttl_s = round(lifetime.total_seconds()) if lifetime else DEFAULT_TTL_S
+    return await issue(
+        conn,
+        name=old.name,
+        role=old.role,
+        tenant_id=old.tenant_id,
+        cluster_id=old.cluster_id,
+        ttl_s=ttl_s,
+        rotated_from=token_id,
     )
 
 
@@ -95,10 +170,14 @@ async def revoke(conn: AsyncConnection, token_id: uuid.UUID) -> None:
 
 
 async def any_admin(conn: AsyncConnection) -> bool:
-    """Whether an unrevoked admin token exists (bootstrap check)."""
+    """Whether a live (unrevoked, unexpired) admin token exists (bootstrap check)."""
     found = await conn.scalar(
         sa.select(sa.literal(True))
-        .where(api_tokens.c.role == "admin", api_tokens.c.revoked_at.is_(None))
+        .where(
+            api_tokens.c.role == "admin",
+            api_tokens.c.revoked_at.is_(None),
+            sa.or_(api_tokens.c.expires_at.is_(None), api_tokens.c.expires_at > sa.func.now()),
+        )
         .limit(1)
     )
     return bool(found)
@@ -106,15 +185,5 @@ async def any_admin(conn: AsyncConnection) -> bool:
 
 async def list_tokens(conn: AsyncConnection) -> list[TokenInfo]:
     """Every token's metadata (never the secret)."""
-    rows = await conn.execute(
-        sa.select(
-            api_tokens.c.id,
-            api_tokens.c.name,
-            api_tokens.c.role,
-            api_tokens.c.tenant_id,
-            api_tokens.c.cluster_id,
-            api_tokens.c.created_at,
-            api_tokens.c.revoked_at,
-        ).order_by(api_tokens.c.created_at)
-    )
+    rows = await conn.execute(sa.select(*_INFO).order_by(api_tokens.c.created_at))
     return [TokenInfo(**r._mapping) for r in rows]

@@ -6,7 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from federation.hubconfig import ConfigError, HubConfig, load_hub_config, parse_hub_config
+from federation.hubconfig import (
+    ConfigError,
+    GroupRole,
+    HubConfig,
+    OidcConfig,
+    load_hub_config,
+    parse_hub_config,
+)
 
 FULL = """
 scheduling:
@@ -76,3 +83,60 @@ def test_bad_fields_are_refused_by_name(text: str, names: str) -> None:
 def test_an_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"missing\.yaml"):
         load_hub_config(tmp_path / "missing.yaml")
+
+
+OIDC = """
+oidc:
+  issuer: https://login.example.com/realms/ml
+  audience: suanpan
+  jwksUri: https://login.example.com/realms/ml/certs
+  algorithms: [ES256]
+  clockSkewSeconds: 30
+  groupsClaim: realm_access.roles
+  adminGroups: [platform-admins]
+  groups:
+    - {group: ml-team, tenant: ml, role: member}
+    - {group: ml-observers, tenant: ml, role: viewer}
+  jwksRefreshSeconds: 10
+  jwksMaxAgeSeconds: 600
+"""
+
+
+def test_the_oidc_provider_is_read() -> None:
+    oidc = parse_hub_config(OIDC).oidc
+    assert oidc == OidcConfig(
+        issuer="https://login.example.com/realms/ml",
+        audience="suanpan",
+        jwks_uri="https://login.example.com/realms/ml/certs",
+        algorithms=("ES256",),
+        clock_skew_s=30,
+        groups_claim="realm_access.roles",
+        admin_groups=("platform-admins",),
+        groups=(GroupRole("ml-team", "ml", "member"), GroupRole("ml-observers", "ml", "viewer")),
+        jwks_refresh_s=10,
+        jwks_max_age_s=600,
+    )
+    assert HubConfig().oidc is None
+    defaults = parse_hub_config("oidc: {issuer: 'http://127.0.0.1:8443/idp', audience: a}").oidc
+    assert defaults is not None and defaults.algorithms == ("RS256", "ES256")
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("oidc: {issuer: 'http://login.example.com', audience: a}", "oidc.issuer: "),
+        ("oidc: {issuer: 'login.example.com', audience: a}", "oidc.issuer: "),
+        ("oidc: {issuer: 'https://a.example', audience: a, algorithms: [HS256]}", "algorithms"),
+        ("oidc: {issuer: 'https://a.example', audience: a, algorithms: [none]}", "algorithms"),
+        ("oidc: {issuer: 'https://a.example', audience: a, algorithms: []}", "algorithms"),
+        ("oidc: {issuer: 'https://a.example'}", "oidc.audience"),
+        (
+            "oidc: {issuer: 'https://a.example', audience: a, groups: [{group: g, tenant: t, "
+            "role: admin}]}",
+            "oidc.groups.0.role",
+        ),
+    ],
+)
+def test_a_bad_oidc_provider_is_refused_by_name(text: str, names: str) -> None:
+    with pytest.raises(ConfigError, match=names):
+        parse_hub_config(text)
