@@ -186,10 +186,11 @@ async def test_bad_waiting_requests_get_a_precise_problem(
 
 async def test_whoami_names_the_role_and_tenant_of_the_token(hub: Hub) -> None:
     member = await hub.tenant_with_queue("acme")
-    assert await hub.call("GET", "/v1/whoami") == (200, {"role": "admin", "tenant": None})
+    admin = {"role": "admin", "tenant": None, "subject": None}  # subject: OIDC users only
+    assert await hub.call("GET", "/v1/whoami") == (200, admin)
     assert await hub.call("GET", "/v1/whoami", member) == (
         200,
-        {"role": "member", "tenant": "acme"},
+        {"role": "member", "tenant": "acme", "subject": None},
     )
     status, _ = await hub.call("GET", "/v1/whoami", None)
     assert status == 401
