@@ -130,7 +130,8 @@ async def _cycle_gaps(db: Database, since: float) -> list[float]:
     """Seconds between the loop's consecutive placement transactions after `since`."""
     async with db.connection() as conn:
         rows = await conn.execute(
-            sa.select(sa.distinct(placements.c.created_at))
+            sa.select(placements.c.created_at)
+            .distinct()
             .where(placements.c.created_at > sa.func.to_timestamp(since))
             .order_by(placements.c.created_at)
         )
