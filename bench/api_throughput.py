@@ -1,7 +1,10 @@
-"""Submission throughput and latency of the hub API at 1, 16 and 64 concurrent clients.
+"""Submission throughput and latency of the hub API at 1, 16 and 64 concurrent clients, with
+the queue empty and again (64 clients) with 10,000 jobs queued.
 
-The hub runs as real `suanpan-hub serve` processes (sharing one port via SO_REUSEPORT) on an
-embedded PostgreSQL; the load generator is this process. Everything stays on 127.0.0.1.
+The hub runs as real `suanpan-hub serve` processes (sharing one port via SO_REUSEPORT, each with
+its scheduling loop in a child process, one of them leading) on an embedded PostgreSQL; the load
+generator is this process. Everything stays on 127.0.0.1. No cluster is registered, so queued
+jobs stay queued: the loop cycles over the backlog while the API is measured.
 """
 
 from __future__ import annotations
@@ -136,6 +139,36 @@ async def _batches(url: str, token: str) -> Figure:
     )
 
 
+async def _round(url: str, token: str, clients: int, workers: int, suffix: str) -> list[Figure]:
+    """Rate, p50 and p99 of `clients` submitting for DURATION_S, and CPU per submission."""
+    hub_cpu, db_cpu = _cpu_seconds("api.hub_cli"), _cpu_seconds("postgres: ")
+    n, lat = await _load(url, token, clients, DURATION_S)
+    hub_cpu = _cpu_seconds("api.hub_cli") - hub_cpu
+    db_cpu = _cpu_seconds("postgres: ") - db_cpu
+    lat.sort()
+    params = {
+        "clients": clients,
+        "hub_processes": workers,
+        "duration_s": DURATION_S,
+        "hub_cpu_ms_per_submission": round(1000 * hub_cpu / max(n, 1), 2),
+        "postgres_cpu_ms_per_submission": round(1000 * db_cpu / max(n, 1), 2),
+        "load_average": os.getloadavg()[0],
+    }
+    p50 = statistics.median(lat) * 1000
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
+    print(
+        f"c={clients:3d}{suffix}: {n / DURATION_S:7.0f}/s  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms"
+        f"  cpu/submission: hub {params['hub_cpu_ms_per_submission']} ms,"
+        f" postgres {params['postgres_cpu_ms_per_submission']} ms"
+    )
+    rate = n / DURATION_S
+    return [
+        Figure(f"api_submissions_per_s_c{clients}{suffix}", rate, "submissions/s", True, params),
+        Figure(f"api_submit_p50_ms_c{clients}{suffix}", p50, "ms", False, params),
+        Figure(f"api_submit_p99_ms_c{clients}{suffix}", p99, "ms", False, params),
+    ]
+
+
 async def _study(workers: int) -> list[Figure]:
     pg = EmbeddedPostgres()
     db_url = await pg.start()
@@ -149,9 +182,7 @@ async def _study(workers: int) -> list[Figure]:
         "SUANPAN_PORT": str(port),
     }
     procs = [
-        await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "api.hub_cli", "serve", "--api-only", env=env
-        )
+        await asyncio.create_subprocess_exec(sys.executable, "-m", "api.hub_cli", "serve", env=env)
         for _ in range(workers)
     ]
     figures: list[Figure] = []
@@ -166,38 +197,9 @@ async def _study(workers: int) -> list[Figure]:
                 token = (await r.json())["token"]
         await _load(url, token, 4, 1.0)  # warm-up
         for clients in CONCURRENCY:
-            hub_cpu, db_cpu = _cpu_seconds("api.hub_cli"), _cpu_seconds("postgres: ")
-            n, lat = await _load(url, token, clients, DURATION_S)
-            hub_cpu = _cpu_seconds("api.hub_cli") - hub_cpu
-            db_cpu = _cpu_seconds("postgres: ") - db_cpu
-            lat.sort()
-            params = {
-                "clients": clients,
-                "hub_processes": workers,
-                "duration_s": DURATION_S,
-                "hub_cpu_ms_per_submission": round(1000 * hub_cpu / max(n, 1), 2),
-                "postgres_cpu_ms_per_submission": round(1000 * db_cpu / max(n, 1), 2),
-                "load_average": os.getloadavg()[0],
-            }
-            p50 = statistics.median(lat) * 1000
-            p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
-            figures += [
-                Figure(
-                    f"api_submissions_per_s_c{clients}",
-                    n / DURATION_S,
-                    "submissions/s",
-                    True,
-                    params,
-                ),
-                Figure(f"api_submit_p50_ms_c{clients}", p50, "ms", False, params),
-                Figure(f"api_submit_p99_ms_c{clients}", p99, "ms", False, params),
-            ]
-            print(
-                f"c={clients:3d}: {n / DURATION_S:7.0f}/s  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms"
-                f"  cpu/submission: hub {params['hub_cpu_ms_per_submission']} ms,"
-                f" postgres {params['postgres_cpu_ms_per_submission']} ms"
-            )
-        figures.append(await _batches(url, token))
+            figures += await _round(url, token, clients, workers, "")
+        figures.append(await _batches(url, token))  # leaves BATCH x BATCHES jobs queued
+        figures += await _round(url, token, 64, workers, f"_queued_{BATCH * BATCHES // 1000}k")
     finally:
         for p in procs:
             p.terminate()

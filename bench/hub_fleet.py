@@ -265,8 +265,8 @@ async def _study(workdir: Path) -> list[Figure]:
     cycle_p99 = gaps[min(len(gaps) - 1, int(len(gaps) * 0.99))] * 1000 if gaps else 0.0
     figures = [
         Figure("hub_burst_10k_place_all_s", burst_s, "s", False, params),
-        Figure("api_submissions_per_s_c64_queued_10k", n / LOAD_S, "submissions/s", True, params),
-        Figure("api_submit_p99_ms_c64_queued_10k", p99, "ms", False, params),
+        Figure("fleet_api_submissions_per_s_c64", n / LOAD_S, "submissions/s", True, params),
+        Figure("fleet_api_submit_p99_ms_c64", p99, "ms", False, params),
         Figure("hub_loop_decisions_per_s_under_load", decided / LOAD_S, "jobs/s", True, params),
         Figure("hub_cycle_p50_ms_under_load", cycle_p50, "ms", False, params),
         Figure("hub_cycle_p99_ms_10k_pending", cycle_p99, "ms", False, params),
@@ -275,6 +275,7 @@ async def _study(workdir: Path) -> list[Figure]:
     ]
     for f in figures:
         print(f"{f.name}: {f.value:.1f} {f.unit}")
+    print(params)
     return figures
 
 

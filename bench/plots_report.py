@@ -16,8 +16,11 @@ from bench.results import Figure
 def draw(figures: Sequence[Figure], out: Path) -> list[Path]:
     """Draw API throughput and latency against concurrency, when those figures exist."""
     by_name = {f.name: f for f in figures}
-    clients = sorted(
-        int(n.rsplit("_c", 1)[1]) for n in by_name if n.startswith("api_submissions_per_s_c")
+    prefix = "api_submissions_per_s_c"
+    clients = sorted(  # the empty-queue rounds (the backlog round has a suffix)
+        int(n[len(prefix) :])
+        for n in by_name
+        if n.startswith(prefix) and n[len(prefix) :].isdigit()
     )
     if not clients:
         return []
