@@ -6,11 +6,14 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from api.audit import audit_middleware, install_audit
 from api.auth import auth_middleware
 from api.context import CONTEXT, HubContext
 from api.feasibility import FleetCheck
+from api.logs import request_id_middleware
 from api.metrics import metrics_middleware
 from api.problems import problem_middleware
+from api.ratelimit import install_rate_limits, rate_limit_middleware
 from api.routes import API
 from api.security import secure_headers
 from federation.catalog import Catalog, load_catalog
@@ -32,7 +35,14 @@ def create_app(
     """Build the REST application over `db` (the caller owns the database's lifetime)."""
     catalog = catalog or load_catalog()
     app = web.Application(
-        middlewares=[metrics_middleware, problem_middleware, auth_middleware],
+        middlewares=[
+            request_id_middleware,
+            audit_middleware,
+            metrics_middleware,
+            problem_middleware,
+            auth_middleware,
+            rate_limit_middleware,
+        ],
         client_max_size=MAX_BODY_BYTES,
     )
     app[CONTEXT] = HubContext(
@@ -43,6 +53,8 @@ def create_app(
         config=config or HubConfig(),
     )
     app.cleanup_ctx.append(_listen)
+    install_audit(app, db, app[CONTEXT].config.audit_keep_s)
+    install_rate_limits(app, app[CONTEXT].config.rate_limits)
     app.on_response_prepare.append(secure_headers)
     API.install(app)
     return app

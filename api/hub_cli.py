@@ -7,12 +7,14 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from api.logs import configure_logging
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
 from federation.hubconfig import ConfigError, HubConfig, load_hub_config
@@ -30,6 +32,7 @@ from federation.store.embedded import (
 )
 
 log = logging.getLogger("suanpan.hub")
+LOG_LEVEL_ENV = "SUANPAN_LOG_LEVEL"  # WARNING by default; INFO adds a line per request
 
 
 def embedded_dir(settings: HubSettings) -> Path:
@@ -174,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             " (default $SUANPAN_DATA_DIR or $XDG_DATA_HOME/suanpan)",
         )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(os.environ.get(LOG_LEVEL_ENV, "WARNING").upper())
     settings = HubSettings.from_env()
     if args.command == "migrate":
         if settings.database_url is None:

@@ -19,6 +19,11 @@ failover:
   exclusiveMarginSeconds: 40    # exclusive jobs of a lost cluster requeued lease + this later
 placementRetry: {backoffSeconds: 30, maxBackoffSeconds: 600, maxFailures: 5}
 gang: {timeoutSeconds: 120}     # sent to agents: a gang not bound by then is re-placed
+audit: {keepDays: 90}           # audit records older than this are deleted
+rateLimits:                     # token buckets per hub replica: requests/s and burst
+  enabled: true
+  perToken: {rate: 100, burst: 200}
+  perTenant: {rate: 200, burst: 400}
 ```
 """
 
@@ -67,6 +72,23 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class Bucket:
+    """A token bucket's refill rate (requests per second) and its capacity (the burst)."""
+
+    rate: float
+    burst: float
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """API request rates per token and per tenant (agents and health/metrics are exempt)."""
+
+    enabled: bool = True
+    per_token: Bucket = Bucket(100.0, 200.0)
+    per_tenant: Bucket = Bucket(200.0, 400.0)
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """Everything the operators' file sets."""
 
@@ -77,6 +99,8 @@ class HubConfig:
     gang_timeout_s: float = 120.0
     history_interval_s: float = 60.0  # allocation sampled this often (leader only)
     history_keep_s: float = 86400.0  # and kept this long
+    audit_keep_s: float = 90 * 86400.0  # audit records are kept this long
+    rate_limits: RateLimits = RateLimits()
 
 
 class _File(BaseModel):
@@ -129,6 +153,27 @@ class _History(_File):
     keep_seconds: Seconds = Field(default=86400.0, gt=0, le=90 * 86400, alias="keepSeconds")
 
 
+class _Audit(_File):
+    keep_days: float = Field(
+        default=HubConfig.audit_keep_s / 86400, gt=0, le=3660, alias="keepDays"
+    )
+
+
+class _Bucket(_File):
+    rate: float = Field(gt=0, le=1e6)
+    burst: float = Field(ge=1, le=1e7)
+
+    @classmethod
+    def of(cls, bucket: Bucket) -> _Bucket:
+        return cls(rate=bucket.rate, burst=bucket.burst)
+
+
+class _RateLimits(_File):
+    enabled: bool = True
+    per_token: _Bucket = Field(default=_Bucket.of(RateLimits.per_token), alias="perToken")
+    per_tenant: _Bucket = Field(default=_Bucket.of(RateLimits.per_tenant), alias="perTenant")
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
@@ -136,6 +181,8 @@ class _HubFile(_File):
     placement_retry: _Retry = Field(default=_Retry(), alias="placementRetry")
     gang: _Gang = _Gang()
     history: _History = _History()
+    audit: _Audit = _Audit()
+    rate_limits: _RateLimits = Field(default=_RateLimits(), alias="rateLimits")
 
 
 class ConfigError(ValueError):
@@ -174,6 +221,7 @@ def parse_hub_config(text: str) -> HubConfig:
     except ValueError as exc:
         raise ConfigError(f"scheduling.weights: {exc}") from exc
     r = parsed.placement_retry
+    limits = parsed.rate_limits
     return HubConfig(
         interval_s=s.interval_seconds,
         core=core,
@@ -188,6 +236,12 @@ def parse_hub_config(text: str) -> HubConfig:
         gang_timeout_s=parsed.gang.timeout_seconds,
         history_interval_s=parsed.history.interval_seconds,
         history_keep_s=parsed.history.keep_seconds,
+        audit_keep_s=parsed.audit.keep_days * 86400,
+        rate_limits=RateLimits(
+            limits.enabled,
+            Bucket(limits.per_token.rate, limits.per_token.burst),
+            Bucket(limits.per_tenant.rate, limits.per_tenant.burst),
+        ),
     )
 
 

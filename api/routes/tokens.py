@@ -49,7 +49,11 @@ async def issue_token(call: Call) -> Reply:
         token_id, clear = await tokens.issue(
             conn, name=body.name, role=body.role, tenant_id=tenant_id, cluster_id=cluster_id
         )
-    return Reply(201, TokenOut(id=token_id, name=body.name, role=body.role, token=clear))
+    return Reply(
+        201,
+        TokenOut(id=token_id, name=body.name, role=body.role, token=clear),
+        {"Location": f"/v1/tokens/{token_id}"},
+    )
 
 
 @API.op("GET", "/v1/tokens", summary="List tokens", tag="tokens", roles=ADMIN, response=TokenList)
