@@ -4,12 +4,14 @@ ids, and rate limits answered with 429 and Retry-After."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 
+from api import cli
 from api.app import create_app
 from federation.hubconfig import Bucket, HubConfig, RateLimits
 from federation.store.bootstrap import ensure_admin_token
@@ -148,3 +150,20 @@ async def test_a_tenant_over_its_rate_is_limited_across_its_tokens(limited: Hub)
         members.append(body["token"])
     statuses = [(await limited.call("GET", "/v1/jobs", m))[0] for m in members * 2]
     assert statuses == [200] * 5 + [429]  # the tenant's burst is 5, each token's 4
+
+
+async def test_the_cli_lists_the_audit_trail(hub: Hub, capsys: pytest.CaptureFixture[str]) -> None:
+    for name in ("c1", "c2", "c3"):
+        assert (await hub.call("POST", "/v1/tenants", json={"name": name}))[0] == 201
+    await _records(hub, ADMIN_TOKEN, 3)
+    url = str(hub.client.make_url(""))
+    args = ["--hub", url, "--token", ADMIN_TOKEN, "audit", "--action", "POST create_tenant"]
+    assert await cli._run(cli.parser().parse_args([*args, "--limit", "2", "-o", "json"])) == 0
+    shown = json.loads(capsys.readouterr().out)["items"]
+    assert [r["object"] for r in shown] == ["c3", "c2"]
+    assert await cli._run(cli.parser().parse_args(args)) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[0].split() == cli.AUDIT_HEADER
+    assert [line.split()[3:6] for line in table[1:]] == [
+        ["POST", "create_tenant", name] for name in ("c3", "c2", "c1")
+    ]
