@@ -39,6 +39,7 @@ FLUSH_INTERVAL_S = 0.1
 PRUNE_INTERVAL_S = 600.0
 MAX_BUFFERED = 100_000
 MAX_BATCH = 5_000
+TENANT_PREFIX = "/v1/tenants/"
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 QUIET = frozenset({"agent_lease", "agent_status", "agent_inventory", "agent_assignments"})
 log = logging.getLogger(__name__)
@@ -97,6 +98,7 @@ class AuditWriter:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         pruned = 0.0
+        failing = False
         while True:
             await asyncio.sleep(FLUSH_INTERVAL_S)
             try:
@@ -106,7 +108,13 @@ class AuditWriter:
                         await audit.prune(conn, datetime.now(UTC), self.keep)
                     pruned = loop.time()
             except (OSError, SQLAlchemyError) as exc:
-                log.warning("audit records not written yet (%s); retrying", type(exc).__name__)
+                if not failing:  # once an outage, not every interval
+                    log.warning("audit records not written (%s); retrying", type(exc).__name__)
+                failing = True
+            else:
+                if failing:
+                    log.warning("audit records written again")
+                failing = False
 
     def start(self) -> None:
         """Start writing in the background."""
@@ -156,6 +164,13 @@ def _subject(request: web.Request, location: str | None) -> tuple[str | None, uu
     return "/".join(parts)[:256] or None, job_id
 
 
+def _created_tenant(location: str | None) -> str | None:
+    """The tenant a request created, from its `Location` (`/v1/tenants/<name>`)."""
+    if location is None or not location.startswith(TENANT_PREFIX):
+        return None
+    return location.removeprefix(TENANT_PREFIX).split("/", 1)[0]
+
+
 @web.middleware
 async def audit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Queue an audit record of the request once its answer is known (see the module)."""
@@ -165,7 +180,8 @@ async def audit_middleware(request: web.Request, handler: Handler) -> web.Stream
     if not audited(request.method, operation, response.status):
         return response
     principal = request.get(PRINCIPAL)
-    obj, job_id = _subject(request, response.headers.get("Location"))
+    location = response.headers.get("Location")
+    obj, job_id = _subject(request, location)
     request.app[AUDIT].add(
         audit.AuditRecord(
             at=datetime.now(UTC),
@@ -177,7 +193,7 @@ async def audit_middleware(request: web.Request, handler: Handler) -> web.Stream
             source=request.remote or "",
             status=response.status,
             tenant_id=principal.tenant_id if principal else None,
-            tenant=request.match_info.get("tenant"),
+            tenant=request.match_info.get("tenant") or _created_tenant(location),
             job_id=job_id,
         )
     )

@@ -97,6 +97,7 @@ async def test_the_audit_trail_pages_with_a_cursor_and_refuses_bad_filters(hub: 
     assert status == 200 and len(first["items"]) == 2 and first["nextCursor"]
     _, rest = await hub.call("GET", "/v1/audit", params={"cursor": first["nextCursor"]})
     assert [r["object"] for r in first["items"] + rest["items"]] == ["t3", "t2", "t1"]
+    assert [r["tenant"] for r in rest["items"]] == ["t1"]  # filed under the tenant it created
     for params in ({"outcome": "4x"}, {"since": "yesterday"}, {"since": "2026-01-01T00:00:00"}):
         status, problem = await hub.call("GET", "/v1/audit", params=params)
         assert status == 422, params
