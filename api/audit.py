@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import uuid
 from collections import deque
 from collections.abc import AsyncIterator
@@ -30,9 +31,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.auth import PRINCIPAL
 from api.logs import REQUEST_ID
 from api.problems import Handler
+from federation.k8s_names import DNS_LABEL
 from federation.metrics import REGISTRY
 from federation.store import audit
-from federation.store.database import Database
+from federation.store.database import DATABASE_DOWN, Database
 from federation.store.records import Principal
 
 FLUSH_INTERVAL_S = 0.1
@@ -84,16 +86,22 @@ class AuditWriter:
         self._queue.append(record)
 
     async def flush(self) -> None:
-        """Write every queued record, `MAX_BATCH` at a time; on a database error the batch is
-        queued again in front."""
+        """Write every queued record, `MAX_BATCH` at a time. While the database is down a
+        batch is queued again in front (and the error raised); a batch the database refuses
+        otherwise is dropped and logged, so that it cannot block every later record."""
         while self._queue:
             batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
             try:
                 async with self.db.transaction() as conn:
                     await audit.append(conn, batch)
-            except BaseException:
+            except DATABASE_DOWN:
                 self._queue.extendleft(reversed(batch))
                 raise
+            except SQLAlchemyError as exc:
+                DROPPED.inc(len(batch))
+                self.dropped += len(batch)
+                # never the error's text: it quotes the statement's parameters
+                log.error("%d audit records refused: %s", len(batch), type(exc).__name__)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -107,7 +115,7 @@ class AuditWriter:
                     async with self.db.transaction() as conn:
                         await audit.prune(conn, datetime.now(UTC), self.keep)
                     pruned = loop.time()
-            except (OSError, SQLAlchemyError) as exc:
+            except DATABASE_DOWN as exc:
                 if not failing:  # once an outage, not every interval
                     log.warning("audit records not written (%s); retrying", type(exc).__name__)
                 failing = True
@@ -128,7 +136,7 @@ class AuditWriter:
                 await self._task
         try:
             await self.flush()
-        except (OSError, SQLAlchemyError):
+        except DATABASE_DOWN:
             log.error("%d audit records could not be written at shutdown", len(self._queue))
 
 
@@ -161,14 +169,17 @@ def _subject(request: web.Request, location: str | None) -> tuple[str | None, uu
     if job is not None:
         with contextlib.suppress(ValueError):  # a malformed id names no job
             job_id = uuid.UUID(job)
-    return "/".join(parts)[:256] or None, job_id
+    return "/".join(parts).replace("\x00", "")[:256] or None, job_id
 
 
-def _created_tenant(location: str | None) -> str | None:
-    """The tenant a request created, from its `Location` (`/v1/tenants/<name>`)."""
-    if location is None or not location.startswith(TENANT_PREFIX):
-        return None
-    return location.removeprefix(TENANT_PREFIX).split("/", 1)[0]
+def _tenant(request: web.Request, location: str | None) -> str | None:
+    """The tenant a request names in its path or created (`Location: /v1/tenants/<name>`), if
+    that is a name a tenant can have."""
+    name = request.match_info.get("tenant")
+    if name is None and location is not None and location.startswith(TENANT_PREFIX):
+        name = location.removeprefix(TENANT_PREFIX).split("/", 1)[0]
+    valid = name is not None and len(name) <= 63 and re.fullmatch(DNS_LABEL, name)
+    return name if valid else None
 
 
 @web.middleware
@@ -193,7 +204,7 @@ async def audit_middleware(request: web.Request, handler: Handler) -> web.Stream
             source=request.remote or "",
             status=response.status,
             tenant_id=principal.tenant_id if principal else None,
-            tenant=request.match_info.get("tenant") or _created_tenant(location),
+            tenant=_tenant(request, location),
             job_id=job_id,
         )
     )

@@ -168,3 +168,17 @@ async def test_the_cli_lists_the_audit_trail(hub: Hub, capsys: pytest.CaptureFix
     assert [line.split()[3:6] for line in table[1:]] == [
         ["POST", "create_tenant", name] for name in ("c3", "c2", "c1")
     ]
+
+
+async def test_hostile_paths_are_recorded_and_never_block_the_trail(hub: Hub) -> None:
+    for path in (f"/v1/tenants/{'x' * 300}/queues", "/v1/tenants/a%00b", "/v1/jobs/%00"):
+        assert (await hub.call("GET", path))[0] == 404
+    assert (await hub.call("POST", "/v1/tenants", json={"name": "after"}))[0] == 201
+    records = await _records(hub, ADMIN_TOKEN, 4)
+    assert [(r["action"], r["tenant"]) for r in records] == [
+        ("POST create_tenant", "after"),
+        ("GET get_job", None),
+        ("GET get_tenant", None),
+        ("GET list_queues", None),
+    ]
+    assert records[2]["object"] == "ab" and len(records[3]["object"]) == 256
