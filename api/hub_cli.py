@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from api.logs import configure_logging
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
 from federation.hubconfig import ConfigError, HubConfig, load_hub_config
+from federation.logs import configure_logging
 from federation.settings import HubSettings
 from federation.store import backup, migrate
 from federation.store.backfill import compile_uncompiled
