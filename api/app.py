@@ -6,12 +6,15 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from api.audit import audit_middleware, install_audit
 from api.auth import auth_middleware
 from api.context import CONTEXT, HubContext
 from api.feasibility import FleetCheck
+from api.logs import request_id_middleware
 from api.metrics import metrics_middleware
 from api.oidc import install_oidc
 from api.problems import problem_middleware
+from api.ratelimit import install_rate_limits, rate_limit_middleware
 from api.routes import API
 from api.security import secure_headers
 from federation.catalog import Catalog, load_catalog
@@ -35,7 +38,14 @@ def create_app(
     catalog = catalog or load_catalog()
     config = config or HubConfig()
     app = web.Application(
-        middlewares=[metrics_middleware, problem_middleware, auth_middleware],
+        middlewares=[
+            request_id_middleware,
+            audit_middleware,
+            metrics_middleware,
+            problem_middleware,
+            auth_middleware,
+            rate_limit_middleware,
+        ],
         client_max_size=MAX_BODY_BYTES,
     )
     app[CONTEXT] = HubContext(
@@ -49,6 +59,8 @@ def create_app(
     if config.oidc is not None:
         install_oidc(app, config.oidc)
     app.cleanup_ctx.append(_listen)
+    install_audit(app, db, app[CONTEXT].config.audit_keep_s)
+    install_rate_limits(app, app[CONTEXT].config.rate_limits)
     app.on_response_prepare.append(secure_headers)
     API.install(app)
     return app

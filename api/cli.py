@@ -234,6 +234,29 @@ def _token_parser(sub: Any, out: argparse.ArgumentParser) -> None:
     actions.add_parser("revoke", help="revoke a token at once").add_argument("id")
 
 
+AUDIT_FILTERS = ("actor", "tenant", "action", "outcome", "since", "until")
+AUDIT_HEADER = ["TIME", "ACTOR", "TENANT", "ACTION", "OBJECT", "STATUS", "SOURCE", "REQUEST"]
+
+
+async def _audit(client: HubClient, args: argparse.Namespace) -> None:
+    """The audit trail, newest first, following cursors up to `--limit` records."""
+    params = {k: getattr(args, k) for k in AUDIT_FILTERS if getattr(args, k)}
+    items: list[dict[str, Any]] = []
+    cursor = None
+    while len(items) < args.limit:
+        page_params = {**params, "limit": str(min(1000, args.limit - len(items)))}
+        if cursor:
+            page_params["cursor"] = cursor
+        page = await client.request("GET", "/v1/audit", params=page_params)
+        items += page["items"]
+        cursor = page["nextCursor"]
+        if cursor is None:
+            break
+    fields = ("actor", "tenant", "action", "object", "status", "source", "requestId")
+    rows = [[r["at"][:19], *(r[f] if r[f] is not None else "-" for f in fields)] for r in items]
+    _emit({"items": items}, args.output, rows, AUDIT_HEADER)
+
+
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
     async with HubClient(hub, token) as client:
@@ -272,6 +295,8 @@ async def _run(args: argparse.Namespace) -> int:
             await _top(client, args)
         elif args.command == "token":
             await _token(client, args)
+        elif args.command == "audit":
+            await _audit(client, args)
     return 0
 
 
@@ -306,6 +331,14 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("id")
     sub.add_parser("top", parents=[out], help="capacity and use by vendor and model")
     _token_parser(sub, out)
+    a = sub.add_parser("audit", parents=[out], help="who did what: the audit trail, newest first")
+    a.add_argument("--actor", help="a token id")
+    a.add_argument("--tenant")
+    a.add_argument("--action", help="method and operation, e.g. 'POST submit_job'")
+    a.add_argument("--outcome", help="a status code (403) or class (4xx)")
+    a.add_argument("--since", help="RFC 3339 time, e.g. 2026-12-01T00:00:00Z")
+    a.add_argument("--until", help="RFC 3339 time")
+    a.add_argument("--limit", type=int, default=100)
     sub.add_parser(
         "sim", help="replay a trace through the scheduler (see `suanpan sim -h`)", add_help=False
     )

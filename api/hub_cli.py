@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
 from federation.hubconfig import ConfigError, HubConfig, load_hub_config
+from federation.logs import configure_logging
 from federation.settings import HubSettings
 from federation.store import backup, migrate
 from federation.store.backfill import compile_uncompiled
@@ -31,6 +33,7 @@ from federation.store.embedded import (
 from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger("suanpan.hub")
+LOG_LEVEL_ENV = "SUANPAN_LOG_LEVEL"  # WARNING by default; INFO adds a line per request
 
 
 def embedded_dir(settings: HubSettings) -> Path:
@@ -218,7 +221,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             " (default $SUANPAN_DATA_DIR or $XDG_DATA_HOME/suanpan)",
         )
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(os.environ.get(LOG_LEVEL_ENV, "WARNING").upper())
     settings = HubSettings.from_env()
     if args.command in ("migrate", "schedule") and settings.database_url is None:
         print(f"suanpan-hub {args.command}: set DATABASE_URL", file=sys.stderr)

@@ -309,6 +309,7 @@ _ERROR_TEXT = {
     413: "Body too large",
     415: "Not JSON (this operation takes no YAML)",
     422: "Invalid input: problem document with field errors",
+    429: "Over the token's or the tenant's request rate; retry after Retry-After seconds",
     503: "The database does not answer; retry later",
 }
 
@@ -398,6 +399,7 @@ def openapi_document(api: Api, *, title: str, version: str) -> dict[str, Any]:
             set(op.errors)
             | {400, 503}  # an unreadable request; the database is down
             | ({401, 403} if op.roles else set())
+            | ({429} if op.roles and op.tag != "meta" else set())  # api/ratelimit.py
             | ({422} if op.body or op.query else set())
             | ({408, 413} if op.body else set())
             | ({415} if op.body and not op.takes_yaml else set())

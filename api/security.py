@@ -4,6 +4,7 @@ aiohttp refuses before any handler runs, and the limits and timeouts of a connec
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from aiohttp import web
@@ -17,6 +18,7 @@ HEADER_TIMEOUT_S = 30.0  # an idle connection, or one whose request head never c
 MAX_LINE_BYTES = 8190  # request line and each header
 MAX_HEADERS = 100
 LINGER_S = 2.0  # after an error, how long the rest of an unread body is drained before closing
+QUOTED = re.compile(r"""b?['"].*""", re.DOTALL)  # from the first quote on
 BASE_HEADERS = {"Server": SERVER, "X-Content-Type-Options": "nosniff"}
 FRAME_DENY = {"X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
 
@@ -60,7 +62,8 @@ class ProblemRequestHandler(RequestHandler):
     ) -> web.StreamResponse:
         plain = super().handle_error(request, status, exc, message)
         reason = getattr(exc, "message", None) or message or "the request could not be read"
-        detail = " ".join(str(reason).split())[:300]
+        # the parser quotes what it could not read (b'...'): a header's value may be a secret
+        detail = " ".join(QUOTED.sub("(value not shown)", str(reason)).split())[:300]
         body = {
             "type": PROBLEM_TYPE_BASE + ("bad-request" if status < 500 else "internal"),
             "title": plain.reason,

@@ -25,6 +25,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.api_throughput import UNLIMITED, config_file
 from bench.results import Figure
 from deploy.fleet import free_port
 
@@ -44,7 +45,8 @@ MANIFESTS = 5000
 
 @contextlib.contextmanager
 def serve_hub(database_url: str, log_path: Path) -> Iterator[str]:
-    """A real `suanpan-hub serve` process on a free port; yields its base URL."""
+    """A real `suanpan-hub serve` process on a free port, its rate limits off (the fuzzer
+    sends as fast as it can); yields its base URL."""
     port = free_port()
     env = {
         **os.environ,
@@ -52,9 +54,12 @@ def serve_hub(database_url: str, log_path: Path) -> Iterator[str]:
         "SUANPAN_ADMIN_TOKEN": ADMIN_TOKEN,
         "SUANPAN_PORT": str(port),
     }
-    with log_path.open("w") as log:
+    with log_path.open("w") as log, config_file(UNLIMITED) as config:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "api.hub_cli", "serve"], env=env, stdout=log, stderr=log
+            [sys.executable, "-m", "api.hub_cli", "serve", f"--config={config}"],
+            env=env,
+            stdout=log,
+            stderr=log,
         )
         url = f"http://127.0.0.1:{port}"
         try:

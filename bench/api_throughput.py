@@ -10,10 +10,13 @@ jobs stay queued: the loop cycles over the backlog while the API is measured.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +28,21 @@ from federation.store import migrate
 from federation.store.embedded import EmbeddedPostgres
 
 ADMIN = "sp_bench_admin"
+UNLIMITED = "rateLimits: {enabled: false}\n"  # measure the hub, not its rate limits
 CONCURRENCY = (1, 16, 64)
 DURATION_S = 8.0
 
 
-def _manifest(i: int) -> dict[str, Any]:
+@contextlib.contextmanager
+def config_file(text: str) -> Iterator[Path]:
+    """A hub configuration file holding `text`, for the block (hubs read it as they start)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "hub.yaml"
+        path.write_text(text)
+        yield path
+
+
+def manifest(i: int) -> dict[str, Any]:
     return {
         "apiVersion": "suanpan.io/v1",
         "kind": "Job",
@@ -69,7 +82,7 @@ def _cpu_seconds(match: str) -> float:
     return total
 
 
-async def _wait_ready(url: str) -> None:
+async def wait_ready(url: str) -> None:
     async with aiohttp.ClientSession() as s:
         for _ in range(200):
             try:
@@ -95,7 +108,7 @@ async def _load(url: str, token: str, clients: int, duration: float) -> tuple[in
             while time.perf_counter() < deadline:
                 counter += 1
                 start = time.perf_counter()
-                async with session.post(url + "/v1/jobs", json=_manifest(counter)) as resp:
+                async with session.post(url + "/v1/jobs", json=manifest(counter)) as resp:
                     await resp.read()
                     if resp.status != 201:
                         raise RuntimeError(f"submit failed: {resp.status}")
@@ -117,7 +130,7 @@ async def _batches(url: str, token: str) -> Figure:
     async def one(session: aiohttp.ClientSession, start: int) -> None:
         nonlocal done
         items = [
-            {"idempotencyKey": f"sweep-{start + i}", "manifest": _manifest(start + i)}
+            {"idempotencyKey": f"sweep-{start + i}", "manifest": manifest(start + i)}
             for i in range(BATCH)
         ]
         async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:
@@ -169,10 +182,11 @@ async def _round(url: str, token: str, clients: int, workers: int, suffix: str) 
     ]
 
 
-async def _study(workers: int) -> list[Figure]:
-    pg = EmbeddedPostgres()
-    db_url = await pg.start()
-    await migrate.upgrade(db_url)
+async def start_hubs(
+    db_url: str, workers: int, config: Path
+) -> tuple[str, list[asyncio.subprocess.Process]]:
+    """`workers` hub processes (each with its loop in a child, one leading) sharing one free
+    port, configured by `config`, ready; their URL and processes."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
@@ -182,12 +196,23 @@ async def _study(workers: int) -> list[Figure]:
         "SUANPAN_PORT": str(port),
     }
     procs = [
-        await asyncio.create_subprocess_exec(sys.executable, "-m", "api.hub_cli", "serve", env=env)
+        await asyncio.create_subprocess_exec(
+            *(sys.executable, "-m", "api.hub_cli", "serve", f"--config={config}"), env=env
+        )
         for _ in range(workers)
     ]
+    await wait_ready(url)
+    return url, procs
+
+
+async def _study(workers: int) -> list[Figure]:
+    pg = EmbeddedPostgres()
+    db_url = await pg.start()
+    await migrate.upgrade(db_url)
+    with config_file(UNLIMITED) as config:
+        url, procs = await start_hubs(db_url, workers, config)
     figures: list[Figure] = []
     try:
-        await _wait_ready(url)
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
             await s.post(url + "/v1/tenants", json={"name": "bench"})
             await s.post(url + "/v1/tenants/bench/queues", json={"name": "q"})

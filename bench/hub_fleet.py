@@ -31,7 +31,7 @@ import aiohttp
 import sqlalchemy as sa
 import yaml
 
-from bench.api_throughput import ADMIN, _cpu_seconds, _load, _wait_ready
+from bench.api_throughput import ADMIN, _cpu_seconds, _load, wait_ready
 from bench.results import Figure
 from deploy.fleet import free_port
 from deploy.local.kube import wait_for
@@ -183,7 +183,7 @@ async def _study(workdir: Path) -> list[Figure]:
     )
     agents: list[asyncio.subprocess.Process] = []
     try:
-        await _wait_ready(url)
+        await wait_ready(url)
         member, agent_tokens = await _admin(url)
         profile = workdir / "fleet.yaml"
         _profile(profile)

@@ -40,6 +40,14 @@ STUDIES = (
         "Aim: >= 2,000 submissions/s with p99 < 50 ms at 64 clients on this 2-core machine.",
     ),
     Study(
+        "bench.api_fairness",
+        "Hub API: one tenant's flood against another tenant's latency",
+        "A calm tenant submits 10 jobs/s, alone and while another tenant's 32 clients submit"
+        " back to back, against the default rate limits and without them (one hub process)."
+        " Aim: under the flood, with limits, the calm tenant's p99 stays below 500 ms and its"
+        " p50 below that of the unlimited hub.",
+    ),
+    Study(
         "bench.core_throughput",
         "Scheduling core: decisions per second",
         "Aim >= 2,000 jobs/s on one core (10 clusters x 1,000 nodes, 10,000 pending). Anchors:"

@@ -33,6 +33,11 @@ oidc:                           # accept bearer JWTs of an OpenID Connect provid
     - {group: ml-team, tenant: ml, role: member}
   jwksRefreshSeconds: 30        # an unknown key id refetches the keys at most this often
   jwksMaxAgeSeconds: 3600       # keys are refetched when this old
+audit: {keepDays: 90}           # audit records older than this are deleted
+rateLimits:                     # token buckets per hub replica: requests/s and burst
+  enabled: true
+  perToken: {rate: 100, burst: 200}
+  perTenant: {rate: 200, burst: 400}
 ```
 """
 
@@ -123,6 +128,23 @@ class OidcConfig:
 
 
 @dataclass(frozen=True)
+class Bucket:
+    """A token bucket's refill rate (requests per second) and its capacity (the burst)."""
+
+    rate: float
+    burst: float
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """API request rates per token and per tenant (agents and health/metrics are exempt)."""
+
+    enabled: bool = True
+    per_token: Bucket = Bucket(100.0, 200.0)
+    per_tenant: Bucket = Bucket(200.0, 400.0)
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """Everything the operators' file sets."""
 
@@ -134,6 +156,8 @@ class HubConfig:
     history_interval_s: float = 60.0  # allocation sampled this often (leader only)
     history_keep_s: float = 86400.0  # and kept this long
     oidc: OidcConfig | None = None
+    audit_keep_s: float = 90 * 86400.0  # audit records are kept this long
+    rate_limits: RateLimits = RateLimits()
 
 
 class _File(BaseModel):
@@ -241,6 +265,27 @@ class _Oidc(_File):
         )
 
 
+class _Audit(_File):
+    keep_days: float = Field(
+        default=HubConfig.audit_keep_s / 86400, gt=0, le=3660, alias="keepDays"
+    )
+
+
+class _Bucket(_File):
+    rate: float = Field(gt=0, le=1e6)
+    burst: float = Field(ge=1, le=1e7)
+
+    @classmethod
+    def of(cls, bucket: Bucket) -> _Bucket:
+        return cls(rate=bucket.rate, burst=bucket.burst)
+
+
+class _RateLimits(_File):
+    enabled: bool = True
+    per_token: _Bucket = Field(default=_Bucket.of(RateLimits.per_token), alias="perToken")
+    per_tenant: _Bucket = Field(default=_Bucket.of(RateLimits.per_tenant), alias="perTenant")
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
@@ -249,6 +294,8 @@ class _HubFile(_File):
     gang: _Gang = _Gang()
     history: _History = _History()
     oidc: _Oidc | None = None
+    audit: _Audit = _Audit()
+    rate_limits: _RateLimits = Field(default=_RateLimits(), alias="rateLimits")
 
 
 class ConfigError(ValueError):
@@ -287,6 +334,7 @@ def parse_hub_config(text: str) -> HubConfig:
     except ValueError as exc:
         raise ConfigError(f"scheduling.weights: {exc}") from exc
     r = parsed.placement_retry
+    limits = parsed.rate_limits
     return HubConfig(
         interval_s=s.interval_seconds,
         core=core,
@@ -303,6 +351,12 @@ def parse_hub_config(text: str) -> HubConfig:
         history_interval_s=parsed.history.interval_seconds,
         history_keep_s=parsed.history.keep_seconds,
         oidc=parsed.oidc.config() if parsed.oidc else None,
+        audit_keep_s=parsed.audit.keep_days * 86400,
+        rate_limits=RateLimits(
+            limits.enabled,
+            Bucket(limits.per_token.rate, limits.per_token.burst),
+            Bucket(limits.per_tenant.rate, limits.per_tenant.burst),
+        ),
     )
 
 

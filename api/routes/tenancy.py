@@ -81,7 +81,7 @@ async def create_tenant(call: Call) -> Reply:
     body = call.body_as(TenantIn)
     async with ctx(call.request).db.transaction() as conn:
         tenant = await tenancy.create_tenant(conn, body.name, body.display_name)
-    return Reply(201, _tenant_out(tenant))
+    return Reply(201, _tenant_out(tenant), {"Location": f"/v1/tenants/{tenant.name}"})
 
 
 @API.op(
@@ -202,7 +202,7 @@ async def create_queue(call: Call) -> Reply:
             conn, tenant, body.name, cohort=body.cohort, weight=body.weight, quota=_quota(body)
         )
         out = await _queue_out(conn, queue)
-    return Reply(201, out)
+    return Reply(201, out, {"Location": f"/v1/tenants/{tenant.name}/queues/{queue.name}"})
 
 
 @API.op(

@@ -55,7 +55,7 @@ async def issue_token(call: Call) -> Reply:
             cluster_id=cluster_id,
             ttl_s=body.ttl_seconds,
         )
-    return Reply(201, _out(info, clear))
+    return Reply(201, _out(info, clear), {"Location": f"/v1/tokens/{info.id}"})
 
 
 def _out(info: tokens.TokenInfo, clear: str | None = None) -> TokenOut:

@@ -20,6 +20,7 @@ from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import Catalog, load_catalog
+from federation.logs import configure_logging
 
 log = logging.getLogger("suanpan.agent")
 
@@ -158,7 +159,7 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, make_backend: BackendFactory) -> int:
     """Run the agent over the backend `make_backend` builds, until SIGINT/SIGTERM."""
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(logging.WARNING)
     asyncio.run(_main(args, make_backend))
     return 0
 

@@ -247,3 +247,24 @@ allocation_history = Table(
     Column("allocated_milli", BigInteger, nullable=False),
     Index("ix_allocation_history_taken_at", "taken_at"),
 )
+
+# Who did what through the API: every mutating and every refused request (api/audit.py), kept
+# for a bounded time (`audit` in the hub configuration). No foreign keys: a record outlives the
+# token, tenant or job it names.
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", BigInteger, Identity(), primary_key=True),
+    Column("at", DateTime(timezone=True), nullable=False),
+    Column("actor", String(128), nullable=True),  # token id or OIDC subject; None: anonymous
+    Column("role", String(16), nullable=True),
+    Column("tenant_id", UUID(as_uuid=True), nullable=True),
+    Column("tenant", String(63), nullable=True),
+    Column("action", String(96), nullable=False),  # method and operation: "POST submit_job"
+    Column("object", String(256), nullable=True),
+    Column("request_id", String(128), nullable=False),
+    Column("source", String(64), nullable=False),
+    Column("status", Integer, nullable=False),
+    Index("ix_audit_log_at", "at"),
+    Index("ix_audit_log_tenant_id", "tenant_id", "id"),
+)

@@ -26,6 +26,7 @@ import psutil
 import pytest
 import sqlalchemy as sa
 
+from api.audit import AUDIT
 from api.hub_cli import backup_to, restore_from
 from deploy.fleet import free_port
 from federation.settings import HubSettings
@@ -192,6 +193,7 @@ async def test_backup_restores_equal_data_into_a_fresh_external_database(
     token = await hub.tenant_with_queue("acme")
     for i in range(3):
         assert (await hub.call("POST", "/v1/jobs", token, json=job_manifest(f"j{i}")))[0] == 201
+    await hub.client.app[AUDIT].flush()  # else audit records may land after the dump
     dump = tmp_path / "hub.dump"
     source = HubSettings(database_url=pg_url, admin_token=None)
     await backup_to(source, dump, PG_BIN)

@@ -7,10 +7,12 @@ from pathlib import Path
 import pytest
 
 from federation.hubconfig import (
+    Bucket,
     ConfigError,
     GroupRole,
     HubConfig,
     OidcConfig,
+    RateLimits,
     load_hub_config,
     parse_hub_config,
 )
@@ -29,6 +31,8 @@ failover: {default: exclusive, exclusiveMarginSeconds: 12}
 placementRetry: {backoffSeconds: 1, maxBackoffSeconds: 4, maxFailures: 3}
 gang: {timeoutSeconds: 30}
 history: {intervalSeconds: 10, keepSeconds: 3600}
+audit: {keepDays: 7}
+rateLimits: {enabled: false, perToken: {rate: 5, burst: 10}, perTenant: {rate: 20, burst: 40}}
 """
 
 
@@ -50,6 +54,8 @@ def test_every_field_is_read() -> None:
     assert [config.retry.delay(n) for n in (1, 2, 3, 4)] == [1, 2, 4, 4]
     assert config.retry.max_failures == 3 and config.gang_timeout_s == 30
     assert config.history_interval_s == 10 and config.history_keep_s == 3600
+    assert config.audit_keep_s == 7 * 86400
+    assert config.rate_limits == RateLimits(False, Bucket(5, 10), Bucket(20, 40))
 
 
 def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None:
@@ -72,6 +78,9 @@ def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None
         ("health: {renewSeconds: 5, offlineAfterSeconds: 8}", "renewSeconds"),
         ("failover: {default: twice}", "failover.default"),
         ("health: {massSilenceFraction: 1.5}", "health.massSilenceFraction"),
+        ("audit: {keepDays: 0}", "audit.keepDays"),
+        ("rateLimits: {perToken: {rate: 0, burst: 1}}", "rateLimits.perToken.rate"),
+        ("rateLimits: {perTenant: {rate: 1}}", "rateLimits.perTenant.burst"),
         ("scheduling: [1, 2", "not YAML"),
     ],
 )
