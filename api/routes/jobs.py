@@ -29,6 +29,7 @@ from api.schemas import (
 from federation.compiled import CompiledJob, JobFacts, core_job
 from federation.compiler import CompileError, compile_job
 from federation.errors import FieldError, InvalidInput, NotFound, SuanpanError, Unrunnable
+from federation.imports import KubernetesManifest, Submission, to_manifest
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
@@ -88,6 +89,18 @@ def _compile(call: Call, manifest: JobManifest) -> CompiledJob:
         raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
 
 
+def _imported(call: Call, submitted: JobManifest | KubernetesManifest) -> JobManifest:
+    """The Suanpan job of a submission: imported manifests converted, errors at their fields."""
+    if isinstance(submitted, JobManifest):
+        return submitted
+    try:
+        return to_manifest(ctx(call.request).catalog, submitted)
+    except CompileError as exc:
+        raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
+    except ValidationError as exc:
+        raise invalid(exc, "imported manifest") from exc
+
+
 def _check_policy(policy: TenantPolicy, compiled: CompiledJob) -> None:
     """Refuse what the tenant's policy forbids, naming each field."""
     found = violations(policy, compiled)
@@ -119,15 +132,16 @@ async def _check_runnable(
     summary="Submit a job",
     tag="jobs",
     roles=WRITERS,
-    body=JobManifest,
+    body=Submission,
     response=JobOut,
     status=201,
     errors=(404, 409, 413),
     headers=(IDEMPOTENCY_HEADER,),
 )
 async def submit_job(call: Call) -> Reply:
-    """Queue a job; with `Idempotency-Key`, a retry returns the first job (200)."""
-    manifest = call.body_as(JobManifest)
+    """Queue a job (a Suanpan job, or a Kubernetes Job or Kubeflow PyTorchJob, converted);
+    with `Idempotency-Key`, a retry returns the first job (200)."""
+    manifest = _imported(call, call.body_as(Submission).root)
     key = call.request.headers.get(IDEMPOTENCY_HEADER)
     if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
         raise InvalidInput(
