@@ -54,7 +54,9 @@ class KubernetesManifest(BaseModel):
 
 
 def _tag(value: Any) -> str:
-    version = value.get("apiVersion") if isinstance(value, dict) else value.api_version
+    version = (
+        value.get("apiVersion") if isinstance(value, dict) else getattr(value, "api_version", None)
+    )
     return "kubernetes" if version in ("batch/v1", "kubeflow.org/v1") else "suanpan"
 
 
