@@ -37,8 +37,13 @@ QUEUE = "suanpan.io/queue"
 PRIORITY_CLASS = "suanpan.io/priority-class"
 FLAVORS = "suanpan.io/flavors"
 DEFAULT_QUEUE = "default"
+# fields of the Suanpan job an annotation gives
+FROM_ANNOTATIONS = {
+    ("metadata", "tenant"): TENANT,
+    ("spec", "queue"): QUEUE,
+    ("spec", "priorityClass"): PRIORITY_CLASS,
+}
 POD_LIMITS = ("cpu", "memory", "ephemeral-storage")
-IMPORT_KEYS = (TENANT, QUEUE, PRIORITY_CLASS, FLAVORS)
 Loc = tuple[str | int, ...]
 
 
@@ -227,14 +232,12 @@ class _Conversion:
     def manifest(self, name: object, spec: dict[str, Any]) -> JobManifest:
         """The Suanpan manifest; validation errors name the fields of the original."""
         meta: dict[str, Any] = {"name": name}
-        if TENANT in self.notes:
-            meta["tenant"] = self.notes[TENANT]
-            self.origins[("metadata", "tenant")] = ("metadata", "annotations", TENANT)
-        spec["queue"] = self.notes.get(QUEUE, DEFAULT_QUEUE)
-        self.origins[("spec", "queue")] = ("metadata", "annotations", QUEUE)
-        if PRIORITY_CLASS in self.notes:
-            spec["priorityClass"] = self.notes[PRIORITY_CLASS]
-            self.origins[("spec", "priorityClass")] = ("metadata", "annotations", PRIORITY_CLASS)
+        document_parts = {"metadata": meta, "spec": spec | {"queue": DEFAULT_QUEUE}}
+        for (part, field), key in FROM_ANNOTATIONS.items():
+            if key in self.notes:
+                document_parts[part][field] = self.notes[key]
+            self.origins[(part, field)] = ("metadata", "annotations", key)
+        meta, spec = document_parts["metadata"], document_parts["spec"]
         document = {"apiVersion": "suanpan.io/v1", "kind": "Job", "metadata": meta, "spec": spec}
         try:
             return JobManifest.model_validate(document)
@@ -247,6 +250,14 @@ class _Conversion:
             if loc[:n] in self.origins:
                 return (*self.origins[loc[:n]], *loc[n:])
         return loc
+
+
+def imported_path(path: str) -> str:
+    """The field of an imported manifest that gave the Suanpan job's field at `path`."""
+    for loc, key in FROM_ANNOTATIONS.items():
+        if path == ".".join(loc):
+            return f"metadata.annotations.{key}"
+    return path
 
 
 def annotated(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import replace
 
 from pydantic import ValidationError
 
@@ -29,7 +30,7 @@ from api.schemas import (
 from federation.compiled import CompiledJob, JobFacts, core_job
 from federation.compiler import CompileError, compile_job
 from federation.errors import FieldError, InvalidInput, NotFound, SuanpanError, Unrunnable
-from federation.imports import KubernetesManifest, Submission, to_manifest
+from federation.imports import KubernetesManifest, Submission, imported_path, to_manifest
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
@@ -141,7 +142,8 @@ async def _check_runnable(
 async def submit_job(call: Call) -> Reply:
     """Queue a job (a Suanpan job, or a Kubernetes Job or Kubeflow PyTorchJob, converted);
     with `Idempotency-Key`, a retry returns the first job (200)."""
-    manifest = _imported(call, call.body_as(Submission).root)
+    submitted = call.body_as(Submission).root
+    manifest = _imported(call, submitted)
     key = call.request.headers.get(IDEMPOTENCY_HEADER)
     if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
         raise InvalidInput(
@@ -154,7 +156,13 @@ async def submit_job(call: Call) -> Reply:
                 )
             ],
         )
-    new = await _prepare(call, manifest, key, {})
+    try:
+        new = await _prepare(call, manifest, key, {})
+    except InvalidInput as exc:
+        if isinstance(submitted, JobManifest):
+            raise
+        errors = [replace(e, path=imported_path(e.path)) for e in exc.errors]
+        raise InvalidInput(exc.detail, errors) from exc
     async with ctx(call.request).db.transaction() as conn:
         job, created = await job_store.submit(conn, new)
     return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})

@@ -94,3 +94,11 @@ async def test_malformed_import_is_a_422_at_its_field_and_stores_nothing(hub: Hu
     )
     _, page = await hub.call("GET", "/v1/jobs", token)
     assert page["items"] == []
+
+
+async def test_an_unknown_queue_is_named_at_its_annotation(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    noted = PYTORCH_JOB.replace("annotations: {", 'annotations: {suanpan.io/queue: "gold", ', 1)
+    status, problem = await hub.call("POST", "/v1/jobs", token, data=noted, headers=YAML)
+    assert status == 422, problem
+    assert [e["path"] for e in problem["errors"]] == ["metadata.annotations.suanpan.io/queue"]
