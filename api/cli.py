@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from api.client import HubClient, HubError
+from federation.imports import annotated
 
 CONFIG = Path("~/.config/suanpan/config.yaml")
 
@@ -314,6 +315,7 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("submit", help="submit a job manifest")
     s.add_argument("-f", "--file", required=True, help="YAML or JSON manifest, - for stdin")
     s.add_argument("--idempotency-key", help="retry-safe key: the same key submits once")
+    _import_flags(s)
     g = sub.add_parser("get", parents=[out], help="list jobs, clusters, queues or tenants")
     g.add_argument(
         "kind", choices=("jobs", "job", "clusters", "cluster", "queues", "queue", "tenants")
@@ -345,6 +347,39 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _import_flags(s: argparse.ArgumentParser) -> None:
+    """Flags that set the import annotations of a Kubernetes Job or PyTorchJob."""
+    s.add_argument(
+        "--image",
+        action="append",
+        default=[],
+        metavar="VENDOR=IMAGE",
+        help="imported manifests: the image on another vendor (repeatable), e.g. huawei=...",
+    )
+    s.add_argument("--tenant", help="imported manifests: the tenant (admin tokens)")
+    s.add_argument("--queue", help="imported manifests: the queue (default: default)")
+    s.add_argument("--priority-class", help="imported manifests: the priority class")
+
+
+def _with_import_flags(args: argparse.Namespace, text: str) -> str | dict[str, Any]:
+    """The manifest with the import flags applied (unchanged when none is given)."""
+    if not (args.image or args.tenant or args.queue or args.priority_class):
+        return text
+    images = dict(item.partition("=")[::2] for item in args.image)
+    if not all(images.values()):
+        raise SystemExit("--image takes VENDOR=IMAGE")
+    document = yaml.safe_load(text)
+    if not isinstance(document, dict):
+        raise SystemExit("the manifest is not a mapping")
+    return annotated(
+        document,
+        images,
+        tenant=args.tenant,
+        queue=args.queue,
+        priority_class=args.priority_class,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of `suanpan`."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -354,7 +389,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return sim_main(argv[1:])
     args = parser().parse_args(argv)
     if args.command == "submit":
-        args.manifest = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+        args.manifest = _with_import_flags(args, text)
     try:
         return asyncio.run(_run(args))
     except HubError as exc:

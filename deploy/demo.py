@@ -4,7 +4,9 @@ An embedded PostgreSQL 16, the hub (REST API + scheduling loop) on a loopback po
 simulated member clusters of mixed vendors (NVIDIA, Huawei Ascend, Cambricon, Hygon,
 Kunlunxin, Moore Threads, MetaX), each driven by the real agent. Two tenants submit work over
 REST; the report shows placement across vendors, a heterogeneous job, an urgent job
-preempting (its victim requeued and re-run), `explain` for a waiting job, and utilization.
+preempting (its victim requeued and re-run), `explain` for a waiting job, utilization, and a
+Kubeflow PyTorchJob written for NVIDIA, imported as it is, running on Ascend with its ranks,
+hostnames and vendor runtime variables.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from api.cli import table
+from cluster_agents.backends.simulated import SimulatedCluster
 from deploy.browser import console_screenshots
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.kube import wait_for
@@ -309,6 +314,70 @@ async def scenario(fleet: Fleet) -> None:
     await jobs_table(fleet)
 
 
+IMPORTED_PYTORCHJOB = """
+apiVersion: kubeflow.org/v1
+kind: PyTorchJob
+metadata:
+  name: bert-finetune
+  annotations:
+    suanpan.io/tenant: nlp-lab
+    suanpan.io/queue: training
+    suanpan.io/image.huawei: ascendhub/pytorch-npu:2.1
+    suanpan.io/flavors: huawei/Ascend910B3
+spec:
+  pytorchReplicaSpecs:
+    Master:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        metadata: {annotations: {suanpan.io/run-seconds: "600"}}
+        spec:
+          containers:
+          - name: pytorch
+            image: nvcr.io/nvidia/pytorch:24.05-py3
+            command: [torchrun, train.py]
+            resources: {limits: {nvidia.com/gpu: 2, cpu: "8", memory: 32Gi}}
+    Worker:
+      replicas: 1
+      restartPolicy: OnFailure
+      template:
+        metadata: {annotations: {suanpan.io/run-seconds: "600"}}
+        spec:
+          containers:
+          - name: pytorch
+            image: nvcr.io/nvidia/pytorch:24.05-py3
+            command: [torchrun, train.py]
+            resources: {limits: {nvidia.com/gpu: 2, cpu: "8", memory: 32Gi}}
+"""
+
+
+async def imported_pytorchjob(fleet: Fleet) -> None:
+    """A Kubeflow PyTorchJob written for NVIDIA, imported as it is, runs on Ascend; its pods'
+    ranks, hostnames and vendor runtime variables as the agent rendered them."""
+    section("an imported Kubeflow PyTorchJob written for NVIDIA runs on Ascend")
+    manifest = yaml.safe_load(IMPORTED_PYTORCHJOB)
+    submitted = await fleet.call("POST", "/v1/jobs", json=manifest)
+    done = await until_state(fleet, submitted["id"], {"Running"}, 60)
+    print(f"  {done['name']} ({manifest['kind']}): {done['state']} on {done['cluster']}")
+    backend = fleet.clusters.get(done["cluster"] or "")
+    assert isinstance(backend, SimulatedCluster), f"{done['name']} did not start: {done}"
+    specs = [s for s in backend.pod_specs() if s.job == done["id"]]
+    rows = [
+        [
+            s.task,
+            s.env["RANK"],
+            f"{s.hostname}.{s.service}",
+            s.image,
+            s.env["MASTER_ADDR"],
+            s.env.get("SUANPAN_DIST_BACKEND", "-"),
+            s.env.get("ASCEND_RT_VISIBLE_DEVICES", "-"),
+        ]
+        for s in sorted(specs, key=lambda s: int(s.env["RANK"]))
+    ]
+    header = ["TASK", "RANK", "HOSTNAME", "IMAGE", "MASTER_ADDR", "BACKEND", "ASCEND_RT_VISIBLE"]
+    print(textwrap.indent(table(rows, header), "  "))
+
+
 async def screenshots(fleet: Fleet) -> None:
     """Screenshots of the console's pages, linked from the README."""
     section("console screenshots in docs/screenshots")
@@ -327,6 +396,7 @@ async def main() -> None:
         print(f"embedded PostgreSQL 16 at {fleet.datadir}; hub at {fleet.url} (ui: {fleet.url}/ui)")
         print(f"simulated clusters run {fleet.time_scale:g}× faster than real time")
         await scenario(fleet)
+        await imported_pytorchjob(fleet)
         await screenshots(fleet)
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"

@@ -6,6 +6,7 @@ import asyncio
 import hashlib
 import json
 import re
+from dataclasses import replace
 
 from pydantic import ValidationError
 
@@ -30,6 +31,7 @@ from api.schemas import (
 from federation.compiled import CompiledJob, JobFacts, core_job
 from federation.compiler import CompileError, compile_job
 from federation.errors import FieldError, InvalidInput, NotFound, SuanpanError, Unrunnable
+from federation.imports import KubernetesManifest, Submission, imported_path, to_manifest
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import tenancy
@@ -89,6 +91,18 @@ def _compile(call: Call, manifest: JobManifest) -> CompiledJob:
         raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
 
 
+def _imported(call: Call, submitted: JobManifest | KubernetesManifest) -> JobManifest:
+    """The Suanpan job of a submission: imported manifests converted, errors at their fields."""
+    if isinstance(submitted, JobManifest):
+        return submitted
+    try:
+        return to_manifest(ctx(call.request).catalog, submitted)
+    except CompileError as exc:
+        raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
+    except ValidationError as exc:
+        raise invalid(exc, "imported manifest") from exc
+
+
 def _check_policy(policy: TenantPolicy, compiled: CompiledJob) -> None:
     """Refuse what the tenant's policy forbids, naming each field."""
     found = violations(policy, compiled)
@@ -120,15 +134,17 @@ async def _check_runnable(
     summary="Submit a job",
     tag="jobs",
     roles=WRITERS,
-    body=JobManifest,
+    body=Submission,
     response=JobOut,
     status=201,
     errors=(404, 409, 413),
     headers=(IDEMPOTENCY_HEADER,),
 )
 async def submit_job(call: Call) -> Reply:
-    """Queue a job; with `Idempotency-Key`, a retry returns the first job (200)."""
-    manifest = call.body_as(JobManifest)
+    """Queue a job (a Suanpan job, or a Kubernetes Job or Kubeflow PyTorchJob, converted);
+    with `Idempotency-Key`, a retry returns the first job (200)."""
+    submitted = call.body_as(Submission).root
+    manifest = _imported(call, submitted)
     key = call.request.headers.get(IDEMPOTENCY_HEADER)
     if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
         raise InvalidInput(
@@ -141,7 +157,13 @@ async def submit_job(call: Call) -> Reply:
                 )
             ],
         )
-    new = await _prepare(call, manifest, key, {})
+    try:
+        new = await _prepare(call, manifest, key, {})
+    except InvalidInput as exc:
+        if isinstance(submitted, JobManifest):
+            raise
+        errors = [replace(e, path=imported_path(e.path)) for e in exc.errors]
+        raise InvalidInput(exc.detail, errors) from exc
     job, created = await ctx(call.request).submissions.submit(new)
     return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
-from federation.catalog import Catalog
+from federation.catalog import AcceleratorModel, Catalog
 from federation.compiled import DeviceOption
 from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
@@ -84,6 +84,22 @@ def rendezvous_env(
     }
 
 
+def runtime_env(model: AcceleratorModel, option: DeviceOption) -> dict[str, str]:
+    """The vendor's runtime variables (the catalog's `runtime`) for a replica on `option`: the
+    collective library and its torch backend, and the framework's device selection `0..n-1`
+    (the container sees only its bound devices), unless the allocation passes that variable."""
+    profile = model.runtime
+    env = dict(profile.env)
+    if profile.collective:
+        env["SUANPAN_COLLECTIVE"] = profile.collective
+    if profile.torch_backend:
+        env["SUANPAN_DIST_BACKEND"] = profile.torch_backend
+    passed = {a.env for a in model.allocation if a.kind == "visible-env"}
+    if profile.framework_devices and profile.framework_devices not in passed:
+        env[profile.framework_devices] = ",".join(map(str, range(option.count)))
+    return env
+
+
 def device_request_annotation(option: DeviceOption) -> str:
     """The `DEVICE_REQUEST` annotation of a pod running with `option` (what the extender reads)."""
     return json.dumps(
@@ -111,7 +127,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
     `GANG_SIZE` for the extender's bind. A placement of more than one pod gets a headless
     Service (`service_name`) as the pods' subdomain, each pod the hostname
     `<job name>-<task>-<replica>`; every container gets `rendezvous_env`, RANK counting the
-    replicas of all tasks in order.
+    replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`.
     """
     job = str(assignment.job)
     hints = {(h.task, h.replica): h for h in assignment.hints}
@@ -126,6 +142,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
         annotations = dict(task.annotations)
         tolerations: tuple[Toleration, ...] = ()
         env_from: dict[str, str] = {}
+        vendor_env: dict[str, str] = {}
         avoid: tuple[NodeExclusion, ...] = ()
         image = task.image
         if option is None and annotations.get(ann.ACCELERATOR_NODES) != "allow":
@@ -137,8 +154,11 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
             tolerations = tuple(Toleration(t.key, t.effect) for t in option.tolerations)
             image = option.image
             model = catalog.get(option.flavor)
-            allocation = model.allocation if model is not None else ()
-            env_from = {a.env: a.annotation for a in allocation if a.kind == "visible-env"}
+            if model is not None:
+                env_from = {
+                    a.env: a.annotation for a in model.allocation if a.kind == "visible-env"
+                }
+                vendor_env = runtime_env(model, option)
             if gang:
                 annotations |= {ann.GANG: gang, ann.GANG_SIZE: str(binding)}
         if not image:
@@ -174,7 +194,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                     requests=requests,
                     cpu_milli=task.pod_cpu_milli,
                     memory_mib=task.pod_memory_mib,
-                    env=rendezvous_env(assignment, task.name, replica, rank, local),
+                    env=vendor_env | rendezvous_env(assignment, task.name, replica, rank, local),
                     hostname=hostname(assignment.name, task.name, replica, name) if service else "",
                     service=service,
                     tolerations=tolerations,

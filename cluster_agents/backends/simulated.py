@@ -142,6 +142,10 @@ class SimulatedCluster:
             for p in self._pods.values()
         ]
 
+    def pod_specs(self) -> list[PodSpec]:
+        """What the agent asked for, per existing pod (env, hostname, ...), for reports."""
+        return [p.spec for p in self._pods.values()]
+
     async def create_pods(self, pods: list[PodSpec]) -> None:
         """Add pods that do not exist yet."""
         self._reach()

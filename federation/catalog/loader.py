@@ -25,6 +25,7 @@ from federation.catalog.types import (
     AcceleratorModel,
     DeviceAllocation,
     NodeSelectorRule,
+    RuntimeProfile,
     SharingRule,
     TopologyRule,
     TopologyVariant,
@@ -157,6 +158,7 @@ def _build(key: str, f: Mapping[str, Any], reference: float, where: str) -> Acce
         sharing=SharingRule(**f.get("sharing", {})),
         allocation=tuple(_allocation(a, name, where) for a in f.get("allocation", ())),
         tolerations=tuple((t["key"], t["effect"]) for t in f.get("tolerations", ())),
+        runtime=_runtime(f.get("runtime", {})),
         aliases=f.get("aliases", ()),
         extra_resources=f.get("extra_resources", ()),
         product_labels=f.get("product_labels", ()),
@@ -171,6 +173,10 @@ def _build(key: str, f: Mapping[str, Any], reference: float, where: str) -> Acce
             for v in f.get("topology_variants", ())
         ),
     )
+
+
+def _runtime(fields: Mapping[str, Any]) -> RuntimeProfile:
+    return RuntimeProfile(**{**fields, "env": tuple(fields.get("env", {}).items())})
 
 
 def _allocation(fields: Mapping[str, Any], model: str, where: str) -> DeviceAllocation:

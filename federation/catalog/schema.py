@@ -214,6 +214,17 @@ ALLOCATION = record(
     },
     required=("kind", "annotation"),
 )
+RUNTIME = record(
+    {
+        "collective": text(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_ ]*$"), "a library name"),
+        "torch_backend": text(re.compile(r"^[a-z0-9_]+$"), "a torch.distributed backend name"),
+        "visible_devices": text(ENV_NAME, "an environment variable name"),
+        "framework_devices": text(ENV_NAME, "an environment variable name"),
+        "env": mapping(
+            text(ENV_NAME, "an environment variable name"), text(re.compile(r"^.*$"), "a value")
+        ),
+    }
+)
 _TOLERATION = record({"key": _label_key, "effect": choice(*EFFECTS)}, required=("key", "effect"))
 _COMMON: dict[str, Checker] = {
     "resource": _resource,
@@ -227,6 +238,7 @@ _COMMON: dict[str, Checker] = {
     "sharing": SHARING,
     "allocation": list_of(ALLOCATION),
     "tolerations": list_of(_TOLERATION),
+    "runtime": RUNTIME,
 }
 VENDOR_DEFAULTS = record(_COMMON)
 MODEL = record(

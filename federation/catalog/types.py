@@ -109,6 +109,27 @@ class DeviceAllocation:
 
 
 @dataclass(frozen=True, slots=True)
+class RuntimeProfile:
+    """What a vendor's software stack reads inside the container (docs/catalog.md, sources).
+
+    - `collective`: the collective communication library (NCCL, HCCL, CNCL, BKCL, ...);
+    - `torch_backend`: its `torch.distributed` backend name, given as `SUANPAN_DIST_BACKEND`;
+    - `visible_devices`: the variable the device plugin or container runtime sets to the bound
+      devices (documentation: the plugin owns it, or `allocation` passes it for `visible-env`);
+    - `framework_devices`: the variable the vendor's framework runtime selects devices by; the
+      container sees only its bound devices, numbered from 0, so the renderer sets it to
+      `0..count-1` (unless the allocation already passes that variable);
+    - `env`: fixed variables every container on this vendor gets.
+    """
+
+    collective: str = ""
+    torch_backend: str = ""
+    visible_devices: str = ""
+    framework_devices: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSelectorRule:
     """How a node's labels tell that it carries this model (all `match_labels` must hold)."""
 
@@ -155,6 +176,7 @@ class AcceleratorModel:
     tolerations: tuple[
         tuple[str, str], ...
     ] = ()  # (key, effect) the vendor's nodes are tainted with
+    runtime: RuntimeProfile = RuntimeProfile()  # what the vendor's stack reads in the container
     aliases: tuple[str, ...] = field(default=())  # other spellings users may request
     # Other extended resources that count whole devices of this model (one may cover several
     # models, e.g. MindCluster's "huawei.com/Ascend910"; then node labels pick the model).

@@ -489,3 +489,77 @@ async def test_a_failed_replica_shows_its_reason_and_exit_code_in_the_jobs_event
 
     await wait_for("the failure's reason and exit code in the events", told, 60)
     await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+
+
+def _pytorch_role(replicas: int) -> dict[str, Any]:
+    container = {
+        "name": "pytorch",
+        "image": "nvcr.io/nvidia/pytorch:24.05-py3",
+        "command": ["torchrun", "train.py"],
+        "resources": {"limits": {"nvidia.com/gpu": 2, "cpu": "2", "memory": "4Gi"}},
+    }
+    return {
+        "replicas": replicas,
+        "restartPolicy": "OnFailure",
+        "template": {
+            "metadata": {"annotations": {ann.RUN_SECONDS: "600"}},
+            "spec": {"containers": [container]},
+        },
+    }
+
+
+async def test_an_imported_pytorchjob_for_nvidia_runs_on_ascend(world: World) -> None:
+    """Issue 10 part 4: a Kubeflow PyTorchJob as written for NVIDIA, with an Ascend image
+    annotated, runs on Ascend with HCCL's runtime variables and the master's rendezvous."""
+    imported = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {
+            "name": "bert",
+            "annotations": {
+                "suanpan.io/image.huawei": "ascend-pytorch:2.1",
+                "suanpan.io/flavors": "huawei/Ascend910B3",
+            },
+        },
+        "spec": {"pytorchReplicaSpecs": {"Master": _pytorch_role(1), "Worker": _pytorch_role(1)}},
+    }
+    job = await world.submit(imported)
+    running = await world.until(job["id"], "Running", timeout_s=60)
+    pods = await world.pods(running["cluster"], job["id"])
+    by_rank = {}
+    for pod in pods:
+        (main,) = pod["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in main["env"]}
+        by_rank[env["RANK"]] = (pod["spec"]["hostname"], env, main)
+    assert sorted(by_rank) == ["0", "1"]
+    master_host = by_rank["0"][0]
+    assert master_host == "bert-master-0" and by_rank["1"][0] == "bert-worker-0"
+    for _, env, main in by_rank.values():
+        assert main["image"] == "ascend-pytorch:2.1"
+        assert main["resources"]["limits"]["huawei.com/Ascend910B3"] == "2"
+        assert "nvidia.com/gpu" not in main["resources"]["limits"]
+        assert env["MASTER_ADDR"].startswith(f"{master_host}.")
+        assert (env["SUANPAN_DIST_BACKEND"], env["ASCEND_RT_VISIBLE_DEVICES"]) == ("hccl", "0,1")
+    await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+
+
+async def test_an_imported_batch_job_runs_to_success(world: World) -> None:
+    imported = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "etl"},
+        "spec": {
+            "completions": 2,
+            "template": {
+                "metadata": {"annotations": {ann.RUN_SECONDS: "2"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "etl", "image": "python:3.11"}],
+                },
+            },
+        },
+    }
+    job = await world.submit(imported)
+    await world.until(job["id"], "Running", "Succeeded")
+    done = await world.until(job["id"], "Succeeded")
+    assert done["spec"]["spec"]["tasks"][0]["replicas"] == 2

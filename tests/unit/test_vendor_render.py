@@ -65,8 +65,45 @@ def test_each_vendor_renders_what_its_catalog_entry_says(vendor: Vendor) -> None
     assert from_bind == visible
     values = {e["name"]: e.get("value") for e in train["env"]}
     assert (values["LOCAL_WORLD_SIZE"], values["MODE"]) == ("2", "x")
+    runtime = model.runtime
+    assert values.get("SUANPAN_COLLECTIVE") == (runtime.collective or None)
+    assert values.get("SUANPAN_DIST_BACKEND") == (runtime.torch_backend or None)
+    if runtime.framework_devices and runtime.framework_devices not in visible:
+        assert values[runtime.framework_devices] == "0,1"  # the two bound devices, as seen inside
+
     assert pod["metadata"]["annotations"][ann.FLAVOR] == model.key
 
 
 def test_every_vendor_of_the_catalog_is_covered() -> None:
     assert set(FIRST) == {m.vendor for m in CATALOG.models.values()}
+
+
+RUNTIME = {  # what docs/catalog.md's runtime table says, per vendor
+    Vendor.NVIDIA: ("NCCL", "nccl", {"CUDA_VISIBLE_DEVICES": "0,1"}),
+    Vendor.HUAWEI: ("HCCL", "hccl", {"ASCEND_RT_VISIBLE_DEVICES": "0,1"}),
+    Vendor.CAMBRICON: ("CNCL", "cncl", {}),
+    Vendor.HYGON: ("RCCL", "nccl", {"HIP_VISIBLE_DEVICES": "0,1"}),
+    Vendor.KUNLUNXIN: ("BKCL", "xccl", {}),
+    Vendor.ILUVATAR: ("IXCCL", "nccl", {}),
+    Vendor.MTHREADS: ("MCCL", "mccl", {"MUSA_VISIBLE_DEVICES": "0,1"}),
+    Vendor.METAX: ("MCCL", "nccl", {"CUDA_VISIBLE_DEVICES": "0,1"}),
+    Vendor.ENFLAME: ("ECCL", "eccl", {"TOPS_VISIBLE_DEVICES": "0,1"}),
+    Vendor.BIREN: ("BCCL", "bccl", {}),
+}
+DEVICE_VARS = {v for _, _, env in RUNTIME.values() for v in env}
+
+
+@pytest.mark.parametrize("vendor", sorted(FIRST), ids=str)
+def test_each_vendor_gets_its_runtime_variables(vendor: Vendor) -> None:
+    model = FIRST[vendor]
+    placed = assignment(CATALOG, [_task(model)], {"train": model.key}, gang=False)
+    for spec in render(placed, "ns", CATALOG):
+        pod = render_pod(spec, owner_reference("j", 1, "u"))
+        for container in pod["spec"]["containers"]:  # the sidecar too: it may use the devices
+            values = {e["name"]: e.get("value") for e in container["env"]}
+            collective, backend, devices = RUNTIME[vendor]
+            assert (values["SUANPAN_COLLECTIVE"], values["SUANPAN_DIST_BACKEND"]) == (
+                collective,
+                backend,
+            )
+            assert {k: v for k, v in values.items() if k in DEVICE_VARS and v} == devices

@@ -61,6 +61,11 @@ def as_json(obj: Any) -> dict[str, Any]:
 
 
 MASTER = f"llm-worker-0.sp-{JOB}-e3"
+ASCEND_RUNTIME = {  # the catalog's huawei runtime profile, 4 devices
+    "SUANPAN_COLLECTIVE": "HCCL",
+    "SUANPAN_DIST_BACKEND": "hccl",
+    "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3",
+}
 RENDEZVOUS = {
     "SUANPAN_JOB_ID": JOB,
     "SUANPAN_JOB_NAME": "llm",
@@ -123,6 +128,7 @@ def test_pod_from_rendered_assignment() -> None:
                     "command": ["python"],
                     "args": ["train.py"],
                     "env": [
+                        *({"name": k, "value": v} for k, v in ASCEND_RUNTIME.items()),
                         *({"name": k, "value": v} for k, v in RENDEZVOUS.items()),
                         {"name": "B", "value": "2"},
                         {"name": "A", "value": "1"},
