@@ -4,6 +4,6 @@ from api.registry import Api
 
 API = Api()
 
-from api.routes import agent, clusters, jobs, meta, tenancy, tokens, web  # noqa: E402
+from api.routes import agent, clusters, jobs, logs, meta, tenancy, tokens, web  # noqa: E402
 
-__all__ = ["API", "agent", "clusters", "jobs", "meta", "tenancy", "tokens", "web"]
+__all__ = ["API", "agent", "clusters", "jobs", "logs", "meta", "tenancy", "tokens", "web"]
