@@ -34,6 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
+from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
 from federation.aio import sleep_unless_stopped
@@ -162,12 +163,14 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Renew the lease and run sessions with the hub until `stop` is set."""
         lease = asyncio.create_task(self._lease_loop(stop))
+        streams = asyncio.create_task(LogStreamer(self.backend, self.hub).run(stop))
         try:
             if await self._start_backend(stop):
                 await self._sessions(stop)
         finally:
             lease.cancel()
-            await asyncio.gather(lease, return_exceptions=True)
+            streams.cancel()
+            await asyncio.gather(lease, streams, return_exceptions=True)
             await self.hub.close()
             await self.backend.stop()
 
