@@ -68,3 +68,17 @@ async def test_no_pod_or_no_such_replica_is_a_clear_4xx(fleet: JobFleet) -> None
     assert status == 422 and "query.replica" in text
     status, _ = await _get(fleet, job["id"], follow="yes")
     assert status == 422
+
+
+async def test_a_finished_jobs_pod_is_kept_and_its_log_read(fleet: JobFleet) -> None:
+    sim = await fleet.add_cluster("bj", "dc-beijing")
+    job = await fleet.call("POST", "/v1/jobs", json=manifest("short", "huawei/*", 1, run_s=3))
+
+    async def done() -> bool:
+        return (await fleet.job(job["id"]))["state"] == "Succeeded"
+
+    await wait_for("job Succeeded", done, 60)
+    await asyncio.sleep(3)  # several reconciliations after the placement was released
+    assert [p.phase for p in sim.pods() if p.job == job["id"]] == ["Succeeded"]
+    status, text = await _get(fleet, job["id"])
+    assert status == 200 and "[main-0] step 0" in text
