@@ -21,7 +21,7 @@ from federation.catalog import Catalog, load_catalog
 from federation.hubconfig import HubConfig
 from federation.store.database import Database
 from federation.store.group_commit import GroupCommit
-from federation.store.listener import JOBS, PLACEMENTS, Listener
+from federation.store.listener import JOBS, LOGS, PLACEMENTS, Listener
 
 MAX_BODY_BYTES = 64 << 20  # the most any operation accepts (inventory); most take 1 MiB
 VERSION = "0.1.0"
@@ -70,7 +70,7 @@ async def _listen(app: web.Application) -> AsyncIterator[None]:
     """Own a LISTEN connection for the app's lifetime (agents' long-poll wake-ups)."""
     context = app[CONTEXT]
     listener = Listener(context.db.url)
-    await listener.start(PLACEMENTS, JOBS)
+    await listener.start(PLACEMENTS, JOBS, LOGS)
     context.listener = listener
     yield
     context.listener = None

@@ -258,6 +258,19 @@ async def _audit(client: HubClient, args: argparse.Namespace) -> None:
     _emit({"items": items}, args.output, rows, AUDIT_HEADER)
 
 
+async def _logs(client: HubClient, args: argparse.Namespace) -> None:
+    """Write a replica's container log to stdout as it arrives."""
+    given = (("task", args.task), ("replica", args.replica), ("container", args.container))
+    params = {k: str(v) for k, v in given if v is not None}
+    params["follow"] = "true" if args.follow else "false"
+    if args.tail is not None:
+        params["tail"] = str(args.tail)
+    path = f"/v1/jobs/{await _resolve_job(client, args.id)}/logs"
+    async for chunk in client.stream(path, params):
+        sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+
+
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
     async with HubClient(hub, token) as client:
@@ -298,6 +311,8 @@ async def _run(args: argparse.Namespace) -> int:
             await _token(client, args)
         elif args.command == "audit":
             await _audit(client, args)
+        elif args.command == "logs":
+            await _logs(client, args)
     return 0
 
 
@@ -341,6 +356,13 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--since", help="RFC 3339 time, e.g. 2026-12-01T00:00:00Z")
     a.add_argument("--until", help="RFC 3339 time")
     a.add_argument("--limit", type=int, default=100)
+    lg = sub.add_parser("logs", help="a replica's container log, streamed from its cluster")
+    lg.add_argument("id")
+    lg.add_argument("--task", help="the job's task (default: its first)")
+    lg.add_argument("--replica", type=int, help="replica index (default 0)")
+    lg.add_argument("--container", help="container of the pod (default: its first)")
+    lg.add_argument("-f", "--follow", action="store_true", help="stream until the container ends")
+    lg.add_argument("--tail", type=int, help="only the last N lines")
     sub.add_parser(
         "sim", help="replay a trace through the scheduler (see `suanpan sim -h`)", add_help=False
     )

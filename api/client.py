@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
 
@@ -93,6 +94,17 @@ class HubClient:
             if resp.status >= 400:
                 raise HubError(resp.status, body if isinstance(body, dict) else {"detail": body})
             return body
+
+    async def stream(self, path: str, params: dict[str, str]) -> AsyncIterator[bytes]:
+        """The body of a streamed GET (a log) chunk by chunk, without the call's time limit."""
+        async with self._session.get(
+            self.url + path, params=params, timeout=aiohttp.ClientTimeout(total=None)
+        ) as resp:
+            if resp.status >= 400:
+                body = await resp.json(content_type=None)
+                raise HubError(resp.status, body if isinstance(body, dict) else {"detail": body})
+            async for chunk in resp.content.iter_any():
+                yield chunk
 
     async def submit(
         self, manifest: str | dict[str, Any], idempotency_key: str | None = None

@@ -57,6 +57,7 @@ class Fleet:
     loop_task: asyncio.Task[None] | None = None
     datadir: Path | None = None  # where its embedded database lives, if it has one
     poll_wait_s: float = 1.0  # agents' assignment long-poll (production: 10 s)
+    keep_finished_s: float = 3600.0  # agents keep finished pods this long (for their logs)
 
     @property
     def url(self) -> str:
@@ -148,6 +149,7 @@ class Fleet:
                 region=region,
                 namespace=namespace,
                 poll_wait_s=self.poll_wait_s,
+                keep_finished_s=self.keep_finished_s,
             ),
             self.clusters[name],
             self.catalog,

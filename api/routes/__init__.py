@@ -4,6 +4,17 @@ from api.registry import Api
 
 API = Api()
 
-from api.routes import agent, audit, clusters, jobs, meta, tenancy, tokens, web  # noqa: E402
+from api.routes import agent, audit, clusters, jobs, logs, meta, tenancy, tokens, web  # noqa: E402
 
-__all__ = ["API", "agent", "audit", "clusters", "jobs", "meta", "tenancy", "tokens", "web"]
+__all__ = [
+    "API",
+    "agent",
+    "audit",
+    "clusters",
+    "jobs",
+    "logs",
+    "meta",
+    "tenancy",
+    "tokens",
+    "web",
+]

@@ -5,7 +5,8 @@ next session (after backoff with jitter) registers again, sends a full inventory
 assignments from the last revision and re-sends the current status of every placement. All
 three are idempotent on the hub. A status is sent again whenever its state, reason or message
 changes (a waiting pod's scheduler message included). Pods of a placement the hub no longer
-holds, or of an older epoch, are deleted (fencing) — but only once the agent has caught up with
+holds, or of an older epoch, are deleted (fencing; finished ones only after `keep_finished_s`,
+so that their logs can still be read) — but only once the agent has caught up with
 the assignment stream, so a restarted agent never deletes work it has not heard about yet.
 
 Leases: the agent renews its cluster's lease every few seconds for its whole life (sessions or
@@ -34,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
+from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
 from federation.aio import sleep_unless_stopped
@@ -67,6 +69,7 @@ class AgentConfig:
     grace_seconds: int = 30
     debounce_s: float = 0.1
     backoff_max_s: float = 30.0
+    keep_finished_s: float = 3600.0  # finished pods outlive their placement this long (logs)
 
 
 def _said(update: StatusUpdate) -> tuple[str, str, str]:
@@ -130,6 +133,7 @@ class Agent:
         self.caught_up = False  # the assignment stream has been read to its end once
         self._reported: dict[tuple[str, int], tuple[str, str, str]] = {}  # state, reason, message
         self._sent: dict[str, NodeInfo] = {}
+        self._finished: dict[str, float] = {}  # kept finished pod -> when first seen fenced
         self._generation = 0
         self._wake = asyncio.Event()
         self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
@@ -162,12 +166,14 @@ class Agent:
     async def run(self, stop: asyncio.Event) -> None:
         """Renew the lease and run sessions with the hub until `stop` is set."""
         lease = asyncio.create_task(self._lease_loop(stop))
+        streams = asyncio.create_task(LogStreamer(self.backend, self.hub).run(stop))
         try:
             if await self._start_backend(stop):
                 await self._sessions(stop)
         finally:
             lease.cancel()
-            await asyncio.gather(lease, return_exceptions=True)
+            streams.cancel()
+            await asyncio.gather(lease, streams, return_exceptions=True)
             await self.hub.close()
             await self.backend.stop()
 
@@ -385,13 +391,28 @@ class Agent:
             self.metrics.apply_seconds.observe(time.perf_counter() - start)
             pods = self.backend.pods()
         if self.caught_up:
-            fenced = [p.name for p in pods if p.name not in wanted and not p.deleting]
+            fenced = self._expired([p for p in pods if p.name not in wanted and not p.deleting])
             if fenced:
                 await self.backend.delete_pods(fenced, self.config.grace_seconds)
         lift = gates_to_lift(wanted, pods)
         if lift:
             await self.backend.ungate_pods(lift)
         await self._report(pods)
+
+    def _expired(self, fenced: list[PodStatus]) -> list[str]:
+        """The fenced pods to delete now: running ones at once, finished ones (kept for their
+        logs) once `keep_finished_s` has passed since the agent first saw them fenced."""
+        now = self.backend.now()
+        seen = {p.name for p in fenced}
+        self._finished = {n: t for n, t in self._finished.items() if n in seen}
+        doomed = []
+        for pod in fenced:
+            if pod.phase in ("Succeeded", "Failed"):
+                since = self._finished.setdefault(pod.name, now)
+                if now - since < self.config.keep_finished_s:
+                    continue
+            doomed.append(pod.name)
+        return doomed
 
     async def _report(self, pods: list[PodStatus]) -> None:
         by_placement: dict[tuple[str, int], list[PodStatus]] = defaultdict(list)

@@ -8,7 +8,7 @@ pods and creates or deletes pods.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -91,6 +91,10 @@ class PodStatus:
     gated: bool = False  # a scheduling gate holds it back from scheduling
 
 
+class LogError(Exception):
+    """The backend cannot read the log asked for (no such pod or container)."""
+
+
 @dataclass(frozen=True)
 class ClusterFacts:
     """What the cluster says about itself."""
@@ -129,6 +133,12 @@ class ClusterBackend(Protocol):
 
     async def ungate_pods(self, names: list[str]) -> None:
         """Remove the scheduling gates of these pods (already ungated or gone is fine)."""
+
+    def pod_logs(
+        self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int
+    ) -> AsyncGenerator[bytes, None]:
+        """A pod's container log ("": its first container), chunk by chunk, ending with the
+        container when following; raises `LogError` when there is no such pod or log."""
 
     def now(self) -> float:
         """The backend's clock in seconds (simulated backends may run faster than real time)."""

@@ -108,6 +108,7 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
             region=args.region,
             zone=args.zone,
             labels=_labels(args.label),
+            keep_finished_s=args.keep_finished,
         ),
         make_backend(args, catalog, registry),
         catalog,
@@ -144,6 +145,13 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
     p.add_argument("--zone", default="")
     p.add_argument("--label", action="append", default=[], help="cluster label k=v (repeatable)")
     p.add_argument("--namespace", default="suanpan", help="namespace of the pods the agent creates")
+    p.add_argument(
+        "--keep-finished",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="keep finished pods this long after their job ends, for their logs (default 1 h)",
+    )
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
     p.add_argument(
         "--metrics",

@@ -7,7 +7,7 @@ or that one answers with a server error, moves the next call to the next address
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
 
 import aiohttp
@@ -25,6 +25,7 @@ from federation.wire.agent import (
     StatusAck,
     StatusReport,
 )
+from federation.wire.logs import LogFailure, LogRequestBatch
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -147,3 +148,31 @@ class HubApi:
     async def status(self, report: StatusReport) -> StatusAck:
         """Report status updates."""
         return await self._call("POST", "/v1/agent/status", StatusAck, report)
+
+    async def log_requests(self, wait: float) -> LogRequestBatch:
+        """Log requests not handed out before, waiting up to `wait` s for one."""
+        return await self._call(
+            "GET", "/v1/agent/logs", LogRequestBatch, params={"wait": str(wait)}
+        )
+
+    async def upload_log(self, request_id: str, chunks: AsyncIterator[bytes]) -> bool:
+        """Stream a log up as one chunked body; False when the hub stopped it (client gone)."""
+        await self.open()
+        assert self._session is not None
+        async with self._session.post(
+            f"{self.url}/v1/agent/logs/{request_id}",
+            data=chunks,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
+        ) as resp:
+            return resp.status == 204
+
+    async def log_failed(self, request_id: str, message: str) -> None:
+        """Say why a request's log cannot be read."""
+        await self.open()
+        assert self._session is not None
+        async with self._session.post(
+            f"{self.url}/v1/agent/logs/{request_id}/failure",
+            data=LogFailure(message=message[:1024]).model_dump_json(),
+            headers={"Content-Type": "application/json"},
+        ):
+            pass

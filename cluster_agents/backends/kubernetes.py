@@ -13,12 +13,14 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Iterable
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import (
     ApiClient,
+    ApiException,
     Configuration,
     CoreV1Api,
     SchedulingV1Api,
@@ -29,7 +31,7 @@ from kubernetes_asyncio.client import (
 )
 from prometheus_client import CollectorRegistry
 
-from cluster_agents.agent.backend import ClusterFacts, PodSpec, PodStatus
+from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus
 from cluster_agents.backends.k8s_cache import ClusterCache
 from cluster_agents.backends.k8s_render import (
     owner_name,
@@ -182,6 +184,27 @@ class KubernetesBackend:
         await self._each(self._ungate(name) for name in names)
 
     # --- helpers -------------------------------------------------------------------------
+
+    async def pod_logs(
+        self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int
+    ) -> AsyncGenerator[bytes, None]:
+        """The pod's log from the kubelet through the apiserver, streamed as it comes."""
+        options: dict[str, Any] = {"follow": follow, "limit_bytes": limit_bytes}
+        if container:
+            options["container"] = container
+        if tail is not None:
+            options["tail_lines"] = tail
+        try:
+            resp: aiohttp.ClientResponse = await self._core.read_namespaced_pod_log(  # type: ignore[assignment]
+                name, self.namespace, _preload_content=False, **options
+            )
+        except ApiException as exc:
+            raise LogError(f"cannot read the log of pod {name}: {exc.status} {exc.reason}") from exc
+        try:
+            async for chunk in resp.content.iter_any():
+                yield chunk
+        finally:
+            resp.release()
 
     @property
     def _client(self) -> ApiClient:

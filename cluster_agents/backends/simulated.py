@@ -10,10 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 
-from cluster_agents.agent.backend import ClusterFacts, PodPhase, PodSpec, PodStatus
+from cluster_agents.agent.backend import (
+    ClusterFacts,
+    LogError,
+    PodPhase,
+    PodSpec,
+    PodStatus,
+)
 from cluster_agents.kube.pods import DemandError, parse_device_request
 from federation.catalog import Catalog, ResolvedDevices, resolve_node
 from federation.compiler import cpu_milli, memory_mib
@@ -118,6 +124,32 @@ class SimulatedCluster:
     def now(self) -> float:
         """Simulated seconds since the cluster was created."""
         return (self.clock() - self._origin) * self.time_scale
+
+    async def pod_logs(
+        self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int
+    ) -> AsyncGenerator[bytes, None]:
+        """Synthetic lines: one per simulated second the pod has run (following: one a
+        second until the pod ends), within the byte limit."""
+        pod = self._pods.get(name)
+        if pod is None:
+            raise LogError(f"no pod {name}")
+        spec = pod.spec
+        lines = [
+            f"[{spec.task}-{spec.replica}] step {i}: running on {pod.node or 'no node'}\n"
+            for i in range(int(max(self.now() - pod.created, 1)))
+        ]
+        text = "".join(lines[-tail:] if tail is not None else lines)
+        sent = text.encode()[:limit_bytes]
+        yield sent
+        step = len(lines)
+        while follow and len(sent) < limit_bytes and name in self._pods:
+            if self._pods[name].phase in ("Succeeded", "Failed"):
+                break
+            await asyncio.sleep(1.0)
+            line = f"[{spec.task}-{spec.replica}] step {step}\n".encode()[: limit_bytes - len(sent)]
+            sent += line
+            step += 1
+            yield line
 
     def nodes(self) -> list[NodeInfo]:
         """Every node with its use, devices resolved through the catalog."""

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import AsyncIterator
 
 import asyncpg
 from sqlalchemy import text
@@ -21,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 PLACEMENTS = "suanpan_placements"  # payload: cluster id
 JOBS = "suanpan_jobs"  # payload: "" (something to schedule)
+LOGS = "suanpan_logs"  # payload: "<log request id>:<frame>" (federation.store.logs)
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,7 @@ class Listener:
         self._dsn = asyncpg_dsn(url)
         self._conn: asyncpg.Connection | None = None
         self._events: dict[tuple[str, str], set[asyncio.Event]] = defaultdict(set)
+        self._queues: dict[tuple[str, str], set[asyncio.Queue[str]]] = defaultdict(set)
         self._channels: tuple[str, ...] = ()
         self._tried = 0.0  # when a connection was last attempted (monotonic)
 
@@ -76,6 +79,27 @@ class Listener:
         for key in ((channel, payload), (channel, "")):
             for event in self._events.get(key, ()):
                 event.set()
+        for queue in self._queues.get((channel, payload.partition(":")[0]), ()):
+            queue.put_nowait(payload.partition(":")[2])
+
+    @contextlib.asynccontextmanager
+    async def subscribe(self, channel: str, key: str) -> AsyncIterator[asyncio.Queue[str]]:
+        """Every payload `<key>:<rest>` on `channel` while the block runs, as `<rest>` in order.
+
+        Unlike `wait`, a message lost here is lost: callers must expect a gap when the LISTEN
+        connection drops, and LISTEN is in place before this returns (or raises)."""
+        await self._connect()
+        if self._conn is None or self._conn.is_closed():
+            raise ConnectionError("no LISTEN connection to the database")
+        queue: asyncio.Queue[str] = asyncio.Queue()
+        queues = self._queues[(channel, key)]
+        queues.add(queue)
+        try:
+            yield queue
+        finally:
+            queues.discard(queue)
+            if not queues:
+                self._queues.pop((channel, key), None)
 
     async def wait(self, channel: str, key: str = "", seconds: float = 30.0) -> bool:
         """Wait for a notification on `channel` with payload `key` ("" = any); False on timeout."""

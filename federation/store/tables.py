@@ -268,3 +268,19 @@ audit_log = Table(
     Index("ix_audit_log_at", "at"),
     Index("ix_audit_log_tenant_id", "tenant_id", "id"),
 )
+
+
+# Log streams asked for by clients, handed out to the cluster's agent once (`Pending` ->
+# `Streaming`), `Closed` when the stream ended or its client left; the chunks themselves never
+# touch a table (they are relayed by NOTIFY, see federation/store/logs.py).
+log_requests = Table(
+    "log_requests",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=False),
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("request", JSONB, nullable=False),  # federation.wire.logs.LogRequest
+    Column("state", String(16), nullable=False, server_default="Pending"),
+    _created(),
+    Index("ix_log_requests_cluster_id", "cluster_id", "state"),
+)

@@ -161,6 +161,7 @@ async def test_agent_restart_mid_dispatch_creates_no_duplicate_and_loses_no_stat
 
 
 async def test_hub_restart_while_agents_run_loses_nothing(fleet: JobFleet) -> None:
+    fleet.keep_finished_s = 0  # finished pods go as soon as the release is heard
     bj = await fleet.add_cluster("bj", "dc-beijing")
     job = await fleet.call(
         "POST", "/v1/jobs", json=manifest("survivor", "huawei/Ascend910B3", count=8, run_s=60)

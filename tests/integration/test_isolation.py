@@ -40,6 +40,7 @@ def _concrete(path: str, job: str, tenant: str) -> str:
         .replace("{queue}", "default")
         .replace("{cluster}", "x")
         .replace("{token_id}", "00000000-0000-0000-0000-000000000000")
+        .replace("{request_id}", "00000000-0000-0000-0000-000000000000")
     )
 
 
@@ -112,7 +113,7 @@ async def test_revoked_token_stops_working_at_once(hub: Hub) -> None:
 async def test_only_agent_tokens_reach_the_agent_protocol(hub: Hub, op: Operation) -> None:
     w = await _world(hub)
     for token in ("sp_test_admin_token", w["a_token"], w["viewer"]):
-        status, _ = await hub.call(op.method, op.path, token, json={})
+        status, _ = await hub.call(op.method, _concrete(op.path, "x", "x"), token, json={})
         assert status == 403
 
 
