@@ -93,6 +93,7 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
     from api.app import create_app
     from api.context import CONTEXT
     from api.security import HubRunner
+    from api.tls import ServerTLS
 
     async with database(settings) as db:
         while True:  # a hub started during a database outage waits for it, it never exits
@@ -108,10 +109,21 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
         app = create_app(db, catalog=catalog, config=config)
         runner = HubRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
-        await site.start()
-        log.warning("hub listening on http://%s:%s", settings.host, settings.port)
         stop = asyncio.Event()
+        tls = None
+        if settings.tls_cert is not None and settings.tls_key is not None:
+            tls = ServerTLS(settings.tls_cert, settings.tls_key, settings.client_ca)
+        site = web.TCPSite(
+            runner,
+            settings.host,
+            settings.port,
+            reuse_port=True,
+            ssl_context=tls.context if tls is not None else None,
+        )
+        await site.start()
+        scheme = "https" if tls is not None else "http"
+        log.warning("hub listening on %s://%s:%s", scheme, settings.host, settings.port)
+        watcher = asyncio.create_task(tls.watch(stop)) if tls is not None else None
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
@@ -122,6 +134,8 @@ async def serve(settings: HubSettings, config: HubConfig) -> None:
         await stop.wait()
         if controllers is not None:
             await controllers
+        if watcher is not None:
+            await watcher
         await runner.cleanup()
 
 
@@ -153,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="serve the API without competing to lead the controllers",
     )
+    for flag, env, text in (
+        ("--tls-cert", "SUANPAN_TLS_CERT", "serve HTTPS with this certificate (PEM chain)"),
+        ("--tls-key", "SUANPAN_TLS_KEY", "the certificate's private key (PEM)"),
+        ("--client-ca", "SUANPAN_CLIENT_CA", "accept client certificates signed by this CA"),
+    ):
+        run.add_argument(flag, type=Path, help=f"{text} (default ${env})")
     sub.add_parser("migrate", help="apply database migrations to $DATABASE_URL")
     with_data = [run]
     for name, verb in (("backup", "write the database to"), ("restore", "load the database from")):
@@ -201,7 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         host=args.host or settings.host,
         port=args.port or settings.port,
         controllers=not args.api_only,
+        tls_cert=args.tls_cert or settings.tls_cert,
+        tls_key=args.tls_key or settings.tls_key,
+        client_ca=args.client_ca or settings.client_ca,
     )
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        print("suanpan-hub: give both a TLS certificate and its key", file=sys.stderr)
+        return 2
     try:
         config = load_hub_config(args.config or settings.config_path)
     except ConfigError as exc:
