@@ -13,8 +13,9 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.context import ctx
 from api.oidc import OIDC, looks_like_jwt
 from api.problems import Handler
-from federation.errors import Unauthorized
-from federation.store import tokens
+from api.tls import peer_names
+from federation.errors import Forbidden, Unauthorized
+from federation.store import clusters, tokens
 from federation.store.records import Principal
 
 PRINCIPAL = web.RequestKey("principal", Principal)
@@ -76,6 +77,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
                 if principal is None:
                     raise
             TOKENS.put(token, principal)
+        await _bind_client_cert(request, principal)
         request[PRINCIPAL] = principal
     return await handler(request)
 
@@ -92,6 +94,19 @@ async def _authenticate(request: web.Request, token: str) -> Principal:
     if principal.expired(datetime.now(UTC)):
         raise Unauthorized("token expired")
     return principal
+
+
+async def _bind_client_cert(request: web.Request, principal: Principal) -> None:
+    """An agent presenting a client certificate acts only for the cluster the certificate
+    names (CN or DNS SAN): a token of another cluster is refused (403)."""
+    names = peer_names(request)
+    if names is None or principal.cluster_id is None:
+        return
+    async with ctx(request).db.connection() as conn:
+        cluster = await clusters.name_of(conn, principal.cluster_id)
+    if cluster not in names:
+        named = ", ".join(sorted(names))
+        raise Forbidden(f"the client certificate is for {named}, not this token's cluster")
 
 
 def tenant_scope(principal: Principal) -> uuid.UUID | None:

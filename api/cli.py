@@ -22,6 +22,7 @@ import yaml
 
 from api.client import HubClient, HubError
 from federation.imports import annotated
+from federation.tls_client import client_context
 
 CONFIG = Path("~/.config/suanpan/config.yaml")
 
@@ -273,7 +274,8 @@ async def _logs(client: HubClient, args: argparse.Namespace) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
-    async with HubClient(hub, token) as client:
+    ca = args.hub_ca or os.environ.get("SUANPAN_HUB_CA")
+    async with HubClient(hub, token, tls=client_context(Path(ca) if ca else None)) as client:
         if args.command == "submit":
             job = await client.submit(args.manifest, args.idempotency_key)
             print(f"job {job['id']} {job['state']}")
@@ -324,6 +326,7 @@ def parser() -> argparse.ArgumentParser:
         help="hub URL, or several separated by commas (default $SUANPAN_HUB or the config file)",
     )
     p.add_argument("--token", help="API token (default $SUANPAN_TOKEN or the config file)")
+    p.add_argument("--hub-ca", help="CA bundle verifying an https hub (default $SUANPAN_HUB_CA)")
     out = argparse.ArgumentParser(add_help=False)
     out.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
     sub = p.add_subparsers(dest="command", required=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
@@ -29,14 +30,24 @@ class HubClient:
 
     `url` may list several hub replicas separated by commas: a call that cannot connect to
     one (nothing was sent) is sent to the next, which then serves the following calls.
+    `tls` verifies an https hub (default: against the system's CAs).
     """
 
-    def __init__(self, url: str, token: str | None, *, timeout: float = 30) -> None:
+    def __init__(
+        self,
+        url: str,
+        token: str | None,
+        *,
+        timeout: float = 30,
+        tls: ssl.SSLContext | None = None,
+    ) -> None:
         self.urls = [u.strip().rstrip("/") for u in url.split(",") if u.strip()]
         self.url = self.urls[0]
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._session = aiohttp.ClientSession(
-            headers=headers, timeout=aiohttp.ClientTimeout(total=timeout)
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=timeout),
+            connector=aiohttp.TCPConnector(ssl=tls if tls is not None else True),
         )
 
     async def __aenter__(self) -> HubClient:

@@ -99,6 +99,7 @@ async def serve(settings: HubSettings, config: HubConfig, loop_args: list[str]) 
     from api.context import CONTEXT
     from api.scheduling_process import scheduling_process
     from api.security import HubRunner
+    from api.tls import ServerTLS
 
     async with database(settings) as db, contextlib.AsyncExitStack() as stack:
         while True:  # a hub started during a database outage waits for it, it never exits
@@ -117,12 +118,25 @@ async def serve(settings: HubSettings, config: HubConfig, loop_args: list[str]) 
             )
         runner = HubRunner(app, access_log=None)
         await runner.setup()
-        site = web.TCPSite(runner, settings.host, settings.port, reuse_port=True)
-        await site.start()
-        log.warning("hub listening on http://%s:%s", settings.host, settings.port)
         stop = asyncio.Event()
+        tls = None
+        if settings.tls_cert is not None and settings.tls_key is not None:
+            tls = ServerTLS(settings.tls_cert, settings.tls_key, settings.client_ca)
+        site = web.TCPSite(
+            runner,
+            settings.host,
+            settings.port,
+            reuse_port=True,
+            ssl_context=tls.context if tls is not None else None,
+        )
+        await site.start()
+        scheme = "https" if tls is not None else "http"
+        log.warning("hub listening on %s://%s:%s", scheme, settings.host, settings.port)
+        watcher = asyncio.create_task(tls.watch(stop)) if tls is not None else None
         _on_signals(stop)
         await stop.wait()
+        if watcher is not None:
+            await watcher
         await runner.cleanup()
 
 
@@ -200,6 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             help="scheduling configuration file (YAML, see docs/operator-guide.md; "
             "default $SUANPAN_CONFIG, else built-in defaults)",
         )
+    for flag, env, text in (
+        ("--tls-cert", "SUANPAN_TLS_CERT", "serve HTTPS with this certificate (PEM chain)"),
+        ("--tls-key", "SUANPAN_TLS_KEY", "the certificate's private key (PEM)"),
+        ("--client-ca", "SUANPAN_CLIENT_CA", "accept client certificates signed by this CA"),
+    ):
+        run.add_argument(flag, type=Path, help=f"{text} (default ${env})")
     sub.add_parser("migrate", help="apply database migrations to $DATABASE_URL")
     with_data = [run]
     for name, verb in (("backup", "write the database to"), ("restore", "load the database from")):
@@ -258,7 +278,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         host=args.host or settings.host,
         port=args.port or settings.port,
         controllers=not args.api_only,
+        tls_cert=args.tls_cert or settings.tls_cert,
+        tls_key=args.tls_key or settings.tls_key,
+        client_ca=args.client_ca or settings.client_ca,
     )
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        print("suanpan-hub: give both a TLS certificate and its key", file=sys.stderr)
+        return 2
     loop_args = ["--config", str(args.config)] if args.config is not None else []
     asyncio.run(serve(settings, config, loop_args))
     return 0

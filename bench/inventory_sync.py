@@ -104,7 +104,7 @@ async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) 
 
 async def _run() -> list[Figure]:
     figures: list[Figure] = []
-    async with local_fleet(ADMIN, scheduling=False) as fleet:
+    async with local_fleet(ADMIN, scheduling=False, tls=False) as fleet:
         db = fleet.db
         with tempfile.TemporaryDirectory() as tmp:
             for n in SIZES:

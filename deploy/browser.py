@@ -118,6 +118,7 @@ async def chromium() -> AsyncIterator[Page]:
             "--disable-gpu",
             "--no-first-run",
             "--disable-extensions",
+            "--ignore-certificate-errors",  # the local fleet's hub serves from a per-run CA
             f"--user-data-dir={profile}",
             f"--remote-debugging-port={port}",
             f"--window-size={WIDTH},{HEIGHT}",

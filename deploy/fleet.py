@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,10 +16,12 @@ import aiohttp
 from aiohttp import web
 
 from api.app import create_app
+from api.tls import ServerTLS
 from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+from deploy.local.pki import ServingPKI, write_leaf, write_serving_pki
 from deploy.local.processes import free_ports
 from deploy.local.profile import load_profile
 from federation.catalog import Catalog, load_catalog
@@ -27,6 +31,7 @@ from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
+from federation.tls_client import client_context
 
 PROFILE_PATH = Path(__file__).resolve().parent / "local/profiles/mixed.yaml"
 
@@ -58,19 +63,35 @@ class Fleet:
     datadir: Path | None = None  # where its embedded database lives, if it has one
     poll_wait_s: float = 1.0  # agents' assignment long-poll (production: 10 s)
     keep_finished_s: float = 3600.0  # agents keep finished pods this long (for their logs)
+    pki: ServingPKI | None = None  # serve HTTPS from this run's CA; agents present client certs
 
     @property
     def url(self) -> str:
         """The hub's base URL."""
-        return f"http://127.0.0.1:{self.port}"
+        return f"{'https' if self.pki else 'http'}://127.0.0.1:{self.port}"
+
+    def client_tls(self, cluster: str | None = None) -> ssl.SSLContext | None:
+        """What a client verifies the hub with (None: plain HTTP); with `cluster`, also a client
+        certificate naming it."""
+        if self.pki is None:
+            return None
+        if cluster is None:
+            return client_context(self.pki.ca_cert)
+        cert, key = write_leaf(self.pki, self.pki.ca_cert.parent / "agents", cluster, client=True)
+        return client_context(self.pki.ca_cert, cert, key)
 
     async def start_hub(self) -> None:
-        """Serve the hub API."""
+        """Serve the hub API (over HTTPS with a `pki`)."""
         self.runner = web.AppRunner(
             create_app(self.db, catalog=self.catalog, config=self.config), access_log=None
         )
         await self.runner.setup()
-        await web.TCPSite(self.runner, "127.0.0.1", self.port).start()
+        context = None
+        if self.pki is not None:
+            hub = self.pki.ca_cert.parent / "hub"
+            cert, key = write_leaf(self.pki, hub, "hub", client=False)
+            context = ServerTLS(cert, key, client_ca=self.pki.ca_cert).context
+        await web.TCPSite(self.runner, "127.0.0.1", self.port, ssl_context=context).start()
 
     async def stop_hub(self) -> None:
         """Stop serving (as if the hub process died)."""
@@ -94,8 +115,9 @@ class Fleet:
     async def call(self, method: str, path: str, token: str | None = None, **kw: Any) -> Any:
         """Call the hub API (admin token by default); returns the decoded body."""
         headers = {"Authorization": f"Bearer {token or self.admin_token}"}
+        tls = self.client_tls() or True
         async with (
-            aiohttp.ClientSession(headers=headers) as s,
+            aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(ssl=tls)) as s,
             s.request(method, self.url + path, **kw) as r,
         ):
             return None if r.status == 204 else await r.json(content_type=None)
@@ -153,7 +175,7 @@ class Fleet:
             ),
             self.clusters[name],
             self.catalog,
-            HubApi(hub_url or self.url, self.tokens[name]),
+            HubApi(hub_url or self.url, self.tokens[name], tls=self.client_tls(name)),
         )
         stop = asyncio.Event()
         self.agents[name] = (agent, stop, asyncio.create_task(agent.run(stop)))
@@ -174,16 +196,24 @@ class Fleet:
 
 @contextlib.asynccontextmanager
 async def local_fleet(
-    admin_token: str, *, scheduling: bool = True, config: HubConfig | None = None
+    admin_token: str,
+    *,
+    scheduling: bool = True,
+    config: HubConfig | None = None,
+    tls: bool = True,
 ) -> AsyncIterator[Fleet]:
     """A fleet on a throw-away embedded PostgreSQL (migrated, with `admin_token`), hub serving
-    and (unless `scheduling` is off) its scheduling loop running; all removed on exit."""
+    (over HTTPS from a fresh CA unless `tls` is off) and (unless `scheduling` is off) its
+    scheduling loop running; all removed on exit."""
+    pki_dir = tempfile.TemporaryDirectory(prefix="suanpan-fleet-pki-")
     pg = EmbeddedPostgres()
     url = await pg.start()
     await migrate.upgrade(url)
     db = Database(url)
     await ensure_admin_token(db, admin_token)
     fleet = Fleet(db, admin_token, datadir=pg.datadir)
+    if tls:
+        fleet.pki = write_serving_pki(Path(pki_dir.name))
     if config is not None:
         fleet.config = config
     await fleet.start_hub()
@@ -195,3 +225,4 @@ async def local_fleet(
         await fleet.close()
         await db.close()
         await pg.stop()
+        pki_dir.cleanup()

@@ -28,11 +28,15 @@ class HubSettings:
     controllers: bool = True  # compete for leadership and run the scheduling loop
     config_path: Path | None = None  # the operators' scheduling configuration file
     data_dir: Path = field(default_factory=default_data_dir)  # embedded PostgreSQL's home
+    tls_cert: Path | None = None  # HTTPS with this certificate (chain) and key
+    tls_key: Path | None = None
+    client_ca: Path | None = None  # accept client certificates signed by this CA (mTLS)
 
     @classmethod
     def from_env(cls) -> HubSettings:
         """Read `DATABASE_URL`, `SUANPAN_ADMIN_TOKEN`, `SUANPAN_HOST`, `SUANPAN_PORT`,
-        `SUANPAN_CONFIG`, `SUANPAN_DATA_DIR`."""
+        `SUANPAN_CONFIG`, `SUANPAN_DATA_DIR`, `SUANPAN_TLS_CERT`, `SUANPAN_TLS_KEY`,
+        `SUANPAN_CLIENT_CA`."""
         config = os.environ.get(CONFIG_ENV)
         return cls(
             database_url=os.environ.get("DATABASE_URL") or None,
@@ -40,4 +44,12 @@ class HubSettings:
             host=os.environ.get("SUANPAN_HOST", "127.0.0.1"),
             port=int(os.environ.get("SUANPAN_PORT", "8080")),
             config_path=Path(config) if config else None,
+            tls_cert=_path("SUANPAN_TLS_CERT"),
+            tls_key=_path("SUANPAN_TLS_KEY"),
+            client_ca=_path("SUANPAN_CLIENT_CA"),
         )
+
+
+def _path(env: str) -> Path | None:
+    value = os.environ.get(env)
+    return Path(value) if value else None

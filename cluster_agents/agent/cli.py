@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -21,6 +22,7 @@ from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import Catalog, load_catalog
 from federation.logs import configure_logging
+from federation.tls_client import client_context
 
 log = logging.getLogger("suanpan.agent")
 
@@ -112,7 +114,12 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
         ),
         make_backend(args, catalog, registry),
         catalog,
-        HubApi(args.hub.split(","), args.token or os.environ["SUANPAN_AGENT_TOKEN"], registry),
+        HubApi(
+            args.hub.split(","),
+            args.token or os.environ["SUANPAN_AGENT_TOKEN"],
+            registry,
+            client_context(args.hub_ca, args.client_cert, args.client_key),
+        ),
         registry,
     )
     runner = None
@@ -140,6 +147,20 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
         "--hub", required=True, help="hub URL, or several separated by commas (tried in turn)"
     )
     p.add_argument("--token", help="agent token (default $SUANPAN_AGENT_TOKEN)")
+    for flag, env, text in (
+        ("--hub-ca", "SUANPAN_HUB_CA", "CA bundle the hub's certificate is verified against"),
+        ("--client-cert", "SUANPAN_CLIENT_CERT", "client certificate for mTLS (CN: the cluster)"),
+        ("--client-key", "SUANPAN_CLIENT_KEY", "the client certificate's key"),
+    ):
+        value = os.environ.get(env)
+        p.add_argument(
+            flag,
+            type=Path,
+            default=Path(value) if value else None,
+            help=f"{text} (default ${env}; system CAs without it)"
+            if flag == "--hub-ca"
+            else f"{text} (default ${env})",
+        )
     p.add_argument("--cluster", required=True, help="cluster name the token is bound to")
     p.add_argument("--region", default="")
     p.add_argument("--zone", default="")

@@ -6,6 +6,7 @@ or that one answers with a server error, moves the next call to the next address
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TypeVar
@@ -49,12 +50,18 @@ class HubApi:
     """Calls of the agent protocol with the cluster's agent token, over one or more hub URLs."""
 
     def __init__(
-        self, urls: str | Sequence[str], token: str, registry: CollectorRegistry | None = None
+        self,
+        urls: str | Sequence[str],
+        token: str,
+        registry: CollectorRegistry | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """`tls` verifies an https hub (and may carry the agent's client certificate)."""
         listed = [urls] if isinstance(urls, str) else list(urls)
         self.urls = [u.rstrip("/") for u in listed]
         self._current = 0
         self._token = token
+        self._tls = tls
         self._session: aiohttp.ClientSession | None = None
         self.round_trips = Histogram(
             "suanpan_agent_hub_round_trip_seconds",
@@ -69,6 +76,7 @@ class HubApi:
             self._session = aiohttp.ClientSession(
                 headers={"Authorization": f"Bearer {self._token}"},
                 timeout=aiohttp.ClientTimeout(total=90, sock_connect=5),
+                connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True),
             )
 
     async def close(self) -> None:

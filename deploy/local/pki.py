@@ -76,27 +76,7 @@ def write_serving_pki(directory: Path) -> ServingPKI:
         .sign(ca_key, hashes.SHA256())
     )
     srv_key = _new_key()
-    srv_cert = (
-        x509.CertificateBuilder()
-        .subject_name(_name("kube-apiserver"))
-        .issuer_name(ca_cert.subject)
-        .public_key(srv_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + _VALIDITY)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [
-                    x509.DNSName("localhost"),
-                    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
-                ]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
+    srv_cert = _leaf(ca_cert, ca_key, srv_key, "kube-apiserver", ExtendedKeyUsageOID.SERVER_AUTH)
     pki = ServingPKI(
         ca_cert=directory / "ca.crt",
         ca_key=directory / "ca.key",
@@ -108,6 +88,60 @@ def write_serving_pki(directory: Path) -> ServingPKI:
     pki.serving_cert.write_bytes(srv_cert.public_bytes(serialization.Encoding.PEM))
     _write_key(srv_key, pki.serving_key)
     return pki
+
+
+def _leaf(
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+    key: ec.EllipticCurvePrivateKey,
+    cn: str,
+    usage: x509.ObjectIdentifier,
+) -> x509.Certificate:
+    """A certificate for `cn` (also a DNS SAN) and loopback, signed by the CA, for `usage`."""
+    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(_name(cn))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now)
+        .not_valid_after(now + _VALIDITY)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [
+                    x509.DNSName("localhost" if usage == ExtendedKeyUsageOID.SERVER_AUTH else cn),
+                    x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+                ]
+            ),
+            critical=False,
+        )
+        .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+
+
+def _load_ca(pki: ServingPKI) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    cert = x509.load_pem_x509_certificate(pki.ca_cert.read_bytes())
+    key = serialization.load_pem_private_key(pki.ca_key.read_bytes(), None)
+    assert isinstance(key, ec.EllipticCurvePrivateKey)
+    return cert, key
+
+
+def write_leaf(pki: ServingPKI, directory: Path, name: str, *, client: bool) -> tuple[Path, Path]:
+    """Sign a fresh key's certificate with the run's CA: a hub serving certificate (localhost,
+    127.0.0.1) or an agent's client certificate whose CN is cluster `name`; returns the
+    (certificate, key) paths, overwriting earlier ones (a rotation)."""
+    ca_cert, ca_key = _load_ca(pki)
+    key = _new_key()
+    usage = ExtendedKeyUsageOID.CLIENT_AUTH if client else ExtendedKeyUsageOID.SERVER_AUTH
+    cert = _leaf(ca_cert, ca_key, key, name, usage)
+    directory.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = directory / f"{name}.crt", directory / f"{name}.key"
+    _write_key(key, key_path)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return cert_path, key_path
 
 
 def write_service_account_keys(directory: Path) -> tuple[Path, Path]:

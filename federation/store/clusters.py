@@ -80,6 +80,12 @@ _NODE_TOTALS = (
 )
 
 
+async def name_of(conn: AsyncConnection, cluster_id: uuid.UUID) -> str | None:
+    """The name of cluster `cluster_id`, or None if there is none."""
+    name = await conn.scalar(sa.select(clusters.c.name).where(clusters.c.id == cluster_id))
+    return None if name is None else str(name)
+
+
 async def summaries(conn: AsyncConnection, name: str | None = None) -> list[ClusterSummary]:
     """Clusters (all, or the one named) with node and per-flavor device totals."""
     query = (

@@ -25,7 +25,7 @@ HUB_FULL: dict[str, Any] = {
     "adminToken": {"existingSecret": "hub-admin"},
     "config": {"scheduling": {"intervalSeconds": 2.0}, "gang": {"timeoutSeconds": 300}},
     "catalogOverrides": {"models": {"nvidia/H100": {"speed": 3.5}}},
-    "tls": {"secretName": "hub-tls"},
+    "tls": {"secretName": "hub-tls", "clientCASecret": "agents-ca"},
     "serviceMonitor": {"enabled": True, "labels": {"release": "prometheus"}},
     "prometheusRule": {"enabled": True},
     "grafanaDashboard": {"enabled": True},
@@ -35,7 +35,7 @@ HUB_FULL: dict[str, Any] = {
 }
 MEMBER_FULL: dict[str, Any] = {
     "cluster": {"name": "shanghai-b", "region": "east", "zone": "sh-1", "labels": {"tier": "a"}},
-    "hub": {"url": "https://hub.example.com", "caSecret": "hub-ca"},
+    "hub": {"url": "https://hub.example.com", "caSecret": "hub-ca", "clientCertSecret": "sh-agent"},
     "workloadNamespace": {"name": "ai-jobs"},
     "agent": {
         "token": {"value": "sp_trial_token"},

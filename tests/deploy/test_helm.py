@@ -67,7 +67,7 @@ def test_hub_defaults(helm_bin: Path, tmp_path: Path) -> None:
     hub = _container(deploy, "hub")
     assert hub["image"] == DEFAULT_IMAGE
     assert hub["command"][:2] == ["suanpan-hub", "serve"]
-    assert hub["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert hub["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http", "scheme": "HTTP"}
     assert hub["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert hub["resources"]["requests"] and hub["resources"]["limits"]
     assert hub["securityContext"]["readOnlyRootFilesystem"] is True
@@ -94,11 +94,15 @@ def test_hub_every_option(helm_bin: Path, tmp_path: Path) -> None:
         "secretKeyRef": {"name": "hub-admin", "key": "admin-token"}
     }
     assert env["SUANPAN_TLS_CERT"] == "/etc/suanpan/tls/tls.crt"
+    assert env["SUANPAN_CLIENT_CA"] == "/etc/suanpan/client-ca/ca.crt"
+    assert hub["readinessProbe"]["httpGet"]["scheme"] == "HTTPS"  # the hub serves only TLS
+    assert hub["livenessProbe"]["httpGet"]["scheme"] == "HTTPS"
     assert env["SUANPAN_CONFIG"] == "/etc/suanpan/config/hub.yaml"
     assert env["SUANPAN_CATALOG_OVERRIDES"] == "/etc/suanpan/config/catalog-overrides.yaml"
     assert env["SUANPAN_EXTRA"] == "1"
     volumes = {v["name"]: v for v in deploy["spec"]["template"]["spec"]["volumes"]}
     assert volumes["tls"]["secret"]["secretName"] == "hub-tls"
+    assert volumes["client-ca"]["secret"]["secretName"] == "agents-ca"
     files = objs[("ConfigMap", "suanpan-hub-config")]["data"]
     assert yaml.safe_load(files["catalog-overrides.yaml"]) == HUB_FULL["catalogOverrides"]
     (tmp_path / "hub.yaml").write_text(files["hub.yaml"])
@@ -180,6 +184,9 @@ def test_member_every_option(helm_bin: Path, tmp_path: Path) -> None:
         "secretKeyRef": {"name": "bootstrap", "key": "bootstrap-token"}
     }
     assert env["SUANPAN_HUB_CA"] == "/etc/suanpan/hub-ca/ca.crt"
+    assert env["SUANPAN_CLIENT_CERT"] == "/etc/suanpan/client/tls.crt"
+    agent_volumes = {v["name"]: v for v in agent_deploy["spec"]["template"]["spec"]["volumes"]}
+    assert agent_volumes["client-cert"]["secret"]["secretName"] == "sh-agent"
     assert objs[("Secret", "suanpan-member-agent-token")]["stringData"] == {
         "token": "sp_trial_token"
     }

@@ -9,6 +9,7 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from cluster_agents.kube.metrics import BackendMetrics
 from deploy.fleet import Fleet
 from deploy.local.clusters import Environment, start_component, stop_component
 from deploy.local.kube import wait_for
+from deploy.local.pki import write_serving_pki
 from federation.catalog import load_catalog
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
@@ -36,9 +38,9 @@ CATALOG = load_catalog()
 
 
 @pytest.fixture
-async def fleet(db: Database) -> AsyncIterator[Fleet]:
+async def fleet(db: Database, tmp_path: Path) -> AsyncIterator[Fleet]:
     await ensure_admin_token(db, ADMIN)
-    f = Fleet(db, ADMIN)
+    f = Fleet(db, ADMIN, pki=write_serving_pki(tmp_path / "pki"))  # agents over mTLS
     await f.start_hub()
     f.start_loop()
     yield f
