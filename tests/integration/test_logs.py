@@ -26,10 +26,17 @@ async def _running(fleet: JobFleet, run_s: int = 600) -> str:
     return str(job["id"])
 
 
+def _session(fleet: JobFleet) -> aiohttp.ClientSession:
+    """An admin session that trusts the fleet's per-run CA."""
+    return aiohttp.ClientSession(
+        headers={"Authorization": f"Bearer {fleet.admin_token}"},
+        connector=aiohttp.TCPConnector(ssl=fleet.client_tls()),
+    )
+
+
 async def _get(fleet: JobFleet, job_id: str, **params: str) -> tuple[int, str]:
-    headers = {"Authorization": f"Bearer {fleet.admin_token}"}
     async with (
-        aiohttp.ClientSession(headers=headers) as s,
+        _session(fleet) as s,
         s.get(f"{fleet.url}/v1/jobs/{job_id}/logs", params=params) as r,
     ):
         return r.status, await r.text()
@@ -47,9 +54,8 @@ async def test_logs_return_the_replicas_lines(fleet: JobFleet) -> None:
 
 async def test_follow_streams_until_the_client_leaves(fleet: JobFleet) -> None:
     job_id = await _running(fleet)
-    headers = {"Authorization": f"Bearer {fleet.admin_token}"}
     async with (
-        aiohttp.ClientSession(headers=headers) as s,
+        _session(fleet) as s,
         s.get(f"{fleet.url}/v1/jobs/{job_id}/logs", params={"follow": "true"}) as r,
     ):
         assert r.status == 200
