@@ -7,11 +7,12 @@ import uuid
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from api.context import ctx
 from api.problems import Handler
 from federation.errors import Unauthorized
-from federation.store import tokens
+from federation.store import registration, tokens
 from federation.store.records import Principal
 
 PRINCIPAL = web.RequestKey("principal", Principal)
@@ -52,6 +53,13 @@ class TokenCache:
 TOKENS = TokenCache()
 
 
+async def _authenticate(conn: AsyncConnection, token: str) -> Principal | None:
+    """The principal of an API token, or of a cluster credential (told apart by prefix)."""
+    if token.startswith(registration.CREDENTIAL_PREFIX):
+        return await registration.authenticate(conn, token)
+    return await tokens.authenticate(conn, token)
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Attach `request["principal"]` from the Authorization header; a bad token is 401."""
@@ -65,7 +73,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         if principal is None:
             try:
                 async with ctx(request).db.connection() as conn:
-                    principal = await tokens.authenticate(conn, token)
+                    principal = await _authenticate(conn, token)
             except (OSError, SQLAlchemyError):
                 principal = TOKENS.get(token, OUTAGE_GRACE_S)
                 if principal is None:

@@ -19,12 +19,17 @@ failover:
   exclusiveMarginSeconds: 40    # exclusive jobs of a lost cluster requeued lease + this later
 placementRetry: {backoffSeconds: 30, maxBackoffSeconds: 600, maxFailures: 5}
 gang: {timeoutSeconds: 120}     # sent to agents: a gang not bound by then is re-placed
+registration:
+  autoAccept: []                # cluster names (shell globs, e.g. "lab-*") accepted on register
+  credentialTtlSeconds: 86400   # an agent credential's lifetime; the agent renews it before
+  renewalGraceSeconds: 60       # a renewed credential keeps working this long
 ```
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Literal
 
@@ -67,6 +72,20 @@ class HealthConfig:
 
 
 @dataclass(frozen=True)
+class RegistrationConfig:
+    """Cluster registration: which names need no administrator's acceptance, and how long an
+    agent credential lives (and its predecessor after a renewal)."""
+
+    auto_accept: tuple[str, ...] = ()
+    credential_ttl_s: float = 86400.0
+    renewal_grace_s: float = 60.0
+
+    def accepts(self, cluster: str) -> bool:
+        """Whether the auto-accept policy accepts cluster `cluster` without an administrator."""
+        return any(fnmatchcase(cluster, pattern) for pattern in self.auto_accept)
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """Everything the operators' file sets."""
 
@@ -77,6 +96,7 @@ class HubConfig:
     gang_timeout_s: float = 120.0
     history_interval_s: float = 60.0  # allocation sampled this often (leader only)
     history_keep_s: float = 86400.0  # and kept this long
+    registration: RegistrationConfig = field(default_factory=RegistrationConfig)
 
 
 class _File(BaseModel):
@@ -129,6 +149,14 @@ class _History(_File):
     keep_seconds: Seconds = Field(default=86400.0, gt=0, le=90 * 86400, alias="keepSeconds")
 
 
+class _Registration(_File):
+    auto_accept: list[str] = Field(default_factory=list, alias="autoAccept")
+    credential_ttl_seconds: Seconds = Field(
+        default=86400.0, ge=60, le=365 * 86400, alias="credentialTtlSeconds"
+    )
+    renewal_grace_seconds: Seconds = Field(default=60.0, ge=0, le=3600, alias="renewalGraceSeconds")
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
@@ -136,6 +164,7 @@ class _HubFile(_File):
     placement_retry: _Retry = Field(default=_Retry(), alias="placementRetry")
     gang: _Gang = _Gang()
     history: _History = _History()
+    registration: _Registration = _Registration()
 
 
 class ConfigError(ValueError):
@@ -188,6 +217,11 @@ def parse_hub_config(text: str) -> HubConfig:
         gang_timeout_s=parsed.gang.timeout_seconds,
         history_interval_s=parsed.history.interval_seconds,
         history_keep_s=parsed.history.keep_seconds,
+        registration=RegistrationConfig(
+            tuple(parsed.registration.auto_accept),
+            parsed.registration.credential_ttl_seconds,
+            parsed.registration.renewal_grace_seconds,
+        ),
     )
 
 

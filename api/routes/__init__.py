@@ -4,6 +4,15 @@ from api.registry import Api
 
 API = Api()
 
-from api.routes import agent, clusters, jobs, meta, tenancy, tokens, web  # noqa: E402
+from api.routes import (  # noqa: E402
+    agent,
+    clusters,
+    jobs,
+    meta,
+    registration,
+    tenancy,
+    tokens,
+    web,
+)
 
-__all__ = ["API", "agent", "clusters", "jobs", "meta", "tenancy", "tokens", "web"]
+__all__ = ["API", "agent", "clusters", "jobs", "meta", "registration", "tenancy", "tokens", "web"]
