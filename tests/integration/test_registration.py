@@ -10,7 +10,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from api.app import create_app
+from federation.catalog import load_catalog
 from federation.controllers import health
+from federation.controllers.snapshot import clusters_of_fleet
 from federation.hubconfig import HubConfig, RegistrationConfig
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
@@ -128,3 +130,11 @@ async def test_a_revoked_cluster_is_cut_off_and_lost(reg_hub: Hub) -> None:
     async with reg_hub.db.transaction() as conn:
         await health.check(conn, HubConfig().health)
     assert (await _cluster(reg_hub, "x"))["state"] == "Offline"
+
+
+async def test_the_scheduler_sees_whether_a_cluster_is_accepted(reg_hub: Hub) -> None:
+    await _credential(reg_hub, "x")
+    await _credential(reg_hub, "lab-1")
+    async with reg_hub.db.connection() as conn:
+        fleet, _ = await clusters_of_fleet(conn, load_catalog())
+    assert {c.name: c.accepted for c in fleet} == {"x": False, "lab-1": True}
