@@ -4,18 +4,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 
 from api.app import create_app
+from cluster_agents.agent import credential
+from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import load_catalog
 from federation.controllers import health
 from federation.controllers.snapshot import clusters_of_fleet
 from federation.hubconfig import HubConfig, RegistrationConfig
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
+from federation.wire.agent import Registration
 from tests.integration.conftest import ADMIN_TOKEN, Hub, HubTestServer
 
 pytestmark = pytest.mark.integration
@@ -138,3 +142,22 @@ async def test_the_scheduler_sees_whether_a_cluster_is_accepted(reg_hub: Hub) ->
     async with reg_hub.db.connection() as conn:
         fleet, _ = await clusters_of_fleet(conn, load_catalog())
     assert {c.name: c.accepted for c in fleet} == {"x": False, "lab-1": True}
+
+
+async def test_the_agent_obtains_stores_and_renews_its_credential(
+    reg_hub: Hub, tmp_path: Path
+) -> None:
+    token = await _bootstrap(reg_hub, "x")
+    path = tmp_path / "credential.json"
+    api = HubApi(str(reg_hub.client.make_url("/")), "")
+    try:
+        first = await credential.obtain(api, path, "x", token)
+        assert credential.load(path) == first
+        assert (await credential.obtain(api, path, "x", token)) == first  # kept: not spent again
+        renewed = await api.renew_credential()
+        assert renewed.token != first.token
+        api.use_token(renewed.token)
+        reply = await api.register(Registration(cluster="x"))
+        assert reply.cluster == "x"
+    finally:
+        await api.close()
