@@ -157,6 +157,19 @@ async def _top(client: HubClient, args: argparse.Namespace) -> None:
     _emit(data, args.output, rows, ["VENDOR", "MODEL", "DEVICES", "HEALTHY", "ALLOCATED", "USE"])
 
 
+async def _cluster(client: HubClient, args: argparse.Namespace) -> None:
+    """`suanpan cluster bootstrap-token|accept|revoke NAME` (registration, admin only)."""
+    if args.action == "bootstrap-token":
+        issued = await client.request(
+            "POST", f"/v1/clusters/{args.name}/bootstrap-tokens", json={"ttlSeconds": args.ttl}
+        )
+        print(issued["token"])  # alone on stdout, for `kubectl create secret --from-literal`
+        print(f"single use, expires {issued['expiresAt']}", file=sys.stderr)
+        return
+    found = await client.request("POST", f"/v1/clusters/{args.name}/{args.action}")
+    print(f"cluster {found['name']} {found['state']}, accepted: {found['accepted']}")
+
+
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
     async with HubClient(hub, token) as client:
@@ -193,6 +206,8 @@ async def _run(args: argparse.Namespace) -> int:
                     print(f"  {c['cluster']}: {c['reason']}")
         elif args.command == "top":
             await _top(client, args)
+        elif args.command == "cluster":
+            await _cluster(client, args)
     return 0
 
 
@@ -226,6 +241,10 @@ def parser() -> argparse.ArgumentParser:
     e = sub.add_parser("explain", parents=[out], help="why a job waits, per cluster")
     e.add_argument("id")
     sub.add_parser("top", parents=[out], help="capacity and use by vendor and model")
+    r = sub.add_parser("cluster", help="register a cluster: bootstrap-token, accept, revoke")
+    r.add_argument("action", choices=("bootstrap-token", "accept", "revoke"))
+    r.add_argument("name")
+    r.add_argument("--ttl", type=int, default=3600, help="bootstrap token lifetime in seconds")
     sub.add_parser(
         "sim", help="replay a trace through the scheduler (see `suanpan sim -h`)", add_help=False
     )
