@@ -15,7 +15,7 @@ from api.oidc import OIDC, looks_like_jwt
 from api.problems import Handler
 from api.tls import peer_names
 from federation.errors import Forbidden, Unauthorized
-from federation.store import clusters, tokens
+from federation.store import clusters, registration, tokens
 from federation.store.records import Principal
 
 PRINCIPAL = web.RequestKey("principal", Principal)
@@ -83,12 +83,16 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
 
 
 async def _authenticate(request: web.Request, token: str) -> Principal:
-    """The principal of a JWT (where OIDC is configured) or of an API token; else 401."""
+    """The principal of a JWT (where OIDC is configured), of a cluster credential or of an API
+    token (told apart by prefix); else 401."""
     verifier = request.app.get(OIDC)
     if verifier is not None and looks_like_jwt(token):
         return await verifier.authenticate(ctx(request).db, token)
     async with ctx(request).db.connection() as conn:
-        principal = await tokens.authenticate(conn, token)
+        if token.startswith(registration.CREDENTIAL_PREFIX):
+            principal = await registration.authenticate(conn, token)
+        else:
+            principal = await tokens.authenticate(conn, token)
     if principal is None:
         raise Unauthorized("unknown or revoked token")
     if principal.expired(datetime.now(UTC)):

@@ -272,6 +272,19 @@ async def _logs(client: HubClient, args: argparse.Namespace) -> None:
         sys.stdout.buffer.flush()
 
 
+async def _cluster(client: HubClient, args: argparse.Namespace) -> None:
+    """`suanpan cluster bootstrap-token|accept|revoke NAME` (registration, admin only)."""
+    if args.action == "bootstrap-token":
+        issued = await client.request(
+            "POST", f"/v1/clusters/{args.name}/bootstrap-tokens", json={"ttlSeconds": args.ttl}
+        )
+        print(issued["token"])  # alone on stdout, for `kubectl create secret --from-literal`
+        print(f"single use, expires {issued['expiresAt']}", file=sys.stderr)
+        return
+    found = await client.request("POST", f"/v1/clusters/{args.name}/{args.action}")
+    print(f"cluster {found['name']} {found['state']}, accepted: {found['accepted']}")
+
+
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
     ca = args.hub_ca or os.environ.get("SUANPAN_HUB_CA")
@@ -315,6 +328,8 @@ async def _run(args: argparse.Namespace) -> int:
             await _audit(client, args)
         elif args.command == "logs":
             await _logs(client, args)
+        elif args.command == "cluster":
+            await _cluster(client, args)
     return 0
 
 
@@ -366,6 +381,10 @@ def parser() -> argparse.ArgumentParser:
     lg.add_argument("--container", help="container of the pod (default: its first)")
     lg.add_argument("-f", "--follow", action="store_true", help="stream until the container ends")
     lg.add_argument("--tail", type=int, help="only the last N lines")
+    r = sub.add_parser("cluster", help="register a cluster: bootstrap-token, accept, revoke")
+    r.add_argument("action", choices=("bootstrap-token", "accept", "revoke"))
+    r.add_argument("name")
+    r.add_argument("--ttl", type=int, default=3600, help="bootstrap token lifetime in seconds")
     sub.add_parser(
         "sim", help="replay a trace through the scheduler (see `suanpan sim -h`)", add_help=False
     )

@@ -35,11 +35,12 @@ def _empty_node(node: Node) -> Node:
 
 
 def emptied(cluster: Cluster) -> Cluster:
-    """The cluster as if nothing ran on it and everything were healthy and open."""
+    """The cluster as if nothing ran on it and everything were healthy, open and accepted."""
     return replace(
         cluster,
         ready=True,
         cordoned=False,
+        accepted=True,
         nodes=tuple(_empty_node(n) for n in cluster.nodes),
     )
 

@@ -227,6 +227,21 @@ class TokenOut(_Out):
     )
 
 
+class BootstrapTokenIn(_In):
+    """How long a cluster's bootstrap token stays valid (it is single-use in any case)."""
+
+    ttl_seconds: int = Field(default=3600, ge=60, le=7 * 86400, alias="ttlSeconds")
+
+
+class BootstrapTokenOut(_Out):
+    """A bootstrap token; `token` is shown only here, once."""
+
+    id: uuid.UUID
+    cluster: str
+    token: str
+    expires_at: datetime = Field(alias="expiresAt")
+
+
 class Whoami(_Out):
     """The calling user (not an agent): role, tenant and, for an OIDC user, the subject."""
 
@@ -400,6 +415,9 @@ class ClusterOut(_Out):
     zone: str
     labels: dict[str, str]
     state: str
+    accepted: bool = Field(
+        description="accepted by an administrator or the auto-accept policy: only then it gets work"
+    )
     cordoned: bool
     draining: bool
     kubernetes_version: str = Field(alias="kubernetesVersion")

@@ -38,12 +38,17 @@ rateLimits:                     # token buckets per hub replica: requests/s and 
   enabled: true
   perToken: {rate: 100, burst: 200}
   perTenant: {rate: 200, burst: 400}
+registration:
+  autoAccept: []                # cluster names (shell globs, e.g. "lab-*") accepted on register
+  credentialTtlSeconds: 86400   # an agent credential's lifetime; the agent renews it before
+  renewalGraceSeconds: 60       # a renewed credential keeps working this long
 ```
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
@@ -145,6 +150,20 @@ class RateLimits:
 
 
 @dataclass(frozen=True)
+class RegistrationConfig:
+    """Cluster registration: which names need no administrator's acceptance, and how long an
+    agent credential lives (and its predecessor after a renewal)."""
+
+    auto_accept: tuple[str, ...] = ()
+    credential_ttl_s: float = 86400.0
+    renewal_grace_s: float = 60.0
+
+    def accepts(self, cluster: str) -> bool:
+        """Whether the auto-accept policy accepts cluster `cluster` without an administrator."""
+        return any(fnmatchcase(cluster, pattern) for pattern in self.auto_accept)
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """Everything the operators' file sets."""
 
@@ -158,6 +177,7 @@ class HubConfig:
     oidc: OidcConfig | None = None
     audit_keep_s: float = 90 * 86400.0  # audit records are kept this long
     rate_limits: RateLimits = RateLimits()
+    registration: RegistrationConfig = field(default_factory=RegistrationConfig)
 
 
 class _File(BaseModel):
@@ -286,6 +306,14 @@ class _RateLimits(_File):
     per_tenant: _Bucket = Field(default=_Bucket.of(RateLimits.per_tenant), alias="perTenant")
 
 
+class _Registration(_File):
+    auto_accept: list[str] = Field(default_factory=list, alias="autoAccept")
+    credential_ttl_seconds: Seconds = Field(
+        default=86400.0, ge=60, le=365 * 86400, alias="credentialTtlSeconds"
+    )
+    renewal_grace_seconds: Seconds = Field(default=60.0, ge=0, le=3600, alias="renewalGraceSeconds")
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
@@ -296,6 +324,7 @@ class _HubFile(_File):
     oidc: _Oidc | None = None
     audit: _Audit = _Audit()
     rate_limits: _RateLimits = Field(default=_RateLimits(), alias="rateLimits")
+    registration: _Registration = _Registration()
 
 
 class ConfigError(ValueError):
@@ -356,6 +385,11 @@ def parse_hub_config(text: str) -> HubConfig:
             limits.enabled,
             Bucket(limits.per_token.rate, limits.per_token.burst),
             Bucket(limits.per_tenant.rate, limits.per_tenant.burst),
+        ),
+        registration=RegistrationConfig(
+            tuple(parsed.registration.auto_accept),
+            parsed.registration.credential_ttl_seconds,
+            parsed.registration.renewal_grace_seconds,
         ),
     )
 

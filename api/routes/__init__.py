@@ -4,7 +4,18 @@ from api.registry import Api
 
 API = Api()
 
-from api.routes import agent, audit, clusters, jobs, logs, meta, tenancy, tokens, web  # noqa: E402
+from api.routes import (  # noqa: E402
+    agent,
+    audit,
+    clusters,
+    jobs,
+    logs,
+    meta,
+    registration,
+    tenancy,
+    tokens,
+    web,
+)
 
 __all__ = [
     "API",
@@ -14,6 +25,7 @@ __all__ = [
     "jobs",
     "logs",
     "meta",
+    "registration",
     "tenancy",
     "tokens",
     "web",

@@ -19,13 +19,14 @@ from federation.store import clusters as cluster_store
 from federation.store import history
 
 
-def _cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
+def cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
     return ClusterOut(
         name=c.name,
         region=c.region,
         zone=c.zone,
         labels=c.labels,
         state=c.state,
+        accepted=c.accepted,
         cordoned=c.cordoned,
         draining=c.draining,
         kubernetes_version=c.kubernetes_version,
@@ -57,7 +58,7 @@ async def list_clusters(call: Call) -> Reply:
     """Every member cluster with capacity, allocation and free devices by flavor."""
     async with ctx(call.request).db.connection() as conn:
         found = await cluster_store.summaries(conn)
-    return Reply(200, ClusterList(items=[_cluster_out(c) for c in found]))
+    return Reply(200, ClusterList(items=[cluster_out(c) for c in found]))
 
 
 @API.op(
@@ -109,7 +110,7 @@ async def get_cluster(call: Call) -> Reply:
     """One cluster."""
     async with ctx(call.request).db.connection() as conn:
         (found,) = await cluster_store.summaries(conn, call.path("cluster"))
-    return Reply(200, _cluster_out(found))
+    return Reply(200, cluster_out(found))
 
 
 async def _flag(call: Call, reason: str, **flags: bool) -> Reply:
@@ -117,7 +118,7 @@ async def _flag(call: Call, reason: str, **flags: bool) -> Reply:
     async with ctx(call.request).db.transaction() as conn:
         await cluster_store.set_flags(conn, name, reason=reason, **flags)
         (found,) = await cluster_store.summaries(conn, name)
-    return Reply(200, _cluster_out(found))
+    return Reply(200, cluster_out(found))
 
 
 @API.op(

@@ -9,8 +9,7 @@ from api.routes import API
 from api.routes.common import parse_id
 from api.schemas import TokenIn, TokenList, TokenOut, TokenRotateIn, Whoami
 from federation.errors import FieldError, InvalidInput
-from federation.store import clusters as cluster_store
-from federation.store import tenancy, tokens
+from federation.store import registration, tenancy, tokens
 
 
 @API.op(
@@ -29,7 +28,8 @@ async def issue_token(call: Call) -> Reply:
     only.
 
     A member token needs `tenant`; an agent token needs `cluster` (registered as Pending
-    if new), and can write nothing but its own cluster's inventory and status.
+    if new, and accepted: an administrator issued its credential), and can write nothing
+    but its own cluster's inventory and status.
     """
     body = call.body_as(TokenIn)
     if body.role == "member" and body.tenant is None:
@@ -43,7 +43,7 @@ async def issue_token(call: Call) -> Reply:
     async with ctx(call.request).db.transaction() as conn:
         tenant_id = (await tenancy.get_tenant(conn, body.tenant)).id if body.tenant else None
         cluster_id = (
-            await cluster_store.ensure_cluster(conn, body.cluster)
+            await registration.accept(conn, body.cluster, by="agent token", create=True)
             if body.role == "agent" and body.cluster
             else None
         )

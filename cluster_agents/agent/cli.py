@@ -17,6 +17,7 @@ from pathlib import Path
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from cluster_agents.agent import credential
 from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
@@ -103,6 +104,18 @@ def kubernetes_backend(
 async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
     catalog = load_catalog()
     registry = CollectorRegistry()
+    stop = asyncio.Event()
+    hub = HubApi(
+        args.hub.split(","),
+        args.token or os.environ.get("SUANPAN_AGENT_TOKEN", ""),
+        registry,
+        client_context(args.hub_ca, args.client_cert, args.client_key),
+    )
+    renewal = None
+    if args.credential_file is not None:
+        bootstrap_token = os.environ.get("SUANPAN_BOOTSTRAP_TOKEN", "")
+        own = await credential.obtain(hub, args.credential_file, args.cluster, bootstrap_token)
+        renewal = asyncio.create_task(credential.renew_loop(hub, args.credential_file, own, stop))
     agent = Agent(
         AgentConfig(
             cluster=args.cluster,
@@ -114,12 +127,7 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
         ),
         make_backend(args, catalog, registry),
         catalog,
-        HubApi(
-            args.hub.split(","),
-            args.token or os.environ["SUANPAN_AGENT_TOKEN"],
-            registry,
-            client_context(args.hub_ca, args.client_cert, args.client_key),
-        ),
+        hub,
         registry,
     )
     runner = None
@@ -129,13 +137,14 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
             registry, host, wanted, lambda: agent.apiserver_problem
         )
         log.warning("metrics on http://%s:%s/metrics", args.metrics[0], port)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     try:
         await agent.run(stop)
     finally:
+        if renewal is not None:
+            renewal.cancel()
         if runner is not None:
             await runner.cleanup()
 
@@ -162,6 +171,13 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
             else f"{text} (default ${env})",
         )
     p.add_argument("--cluster", required=True, help="cluster name the token is bound to")
+    p.add_argument(
+        "--credential-file",
+        type=Path,
+        default=os.environ.get("SUANPAN_CREDENTIAL_FILE") or None,
+        help="where the cluster's own credential is kept (default $SUANPAN_CREDENTIAL_FILE);"
+        " obtained with $SUANPAN_BOOTSTRAP_TOKEN when absent or expired, renewed before expiry",
+    )
     p.add_argument("--region", default="")
     p.add_argument("--zone", default="")
     p.add_argument("--label", action="append", default=[], help="cluster label k=v (repeatable)")

@@ -16,7 +16,9 @@ from prometheus_client import CollectorRegistry, Histogram
 from pydantic import BaseModel
 
 from federation.wire.agent import (
+    AgentCredential,
     AssignmentBatch,
+    BootstrapRedemption,
     InventoryAck,
     InventoryReport,
     LeaseRenewal,
@@ -74,7 +76,6 @@ class HubApi:
         """Open the HTTP session (idempotent)."""
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
-                headers={"Authorization": f"Bearer {self._token}"},
                 timeout=aiohttp.ClientTimeout(total=90, sock_connect=5),
                 connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True),
             )
@@ -84,6 +85,13 @@ class HubApi:
         if self._session is not None:
             await self._session.close()
             self._session = None
+
+    def use_token(self, token: str) -> None:
+        """Send `token` from the next call on (a renewed credential)."""
+        self._token = token
+
+    def _auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
 
     @property
     def url(self) -> str:
@@ -111,14 +119,14 @@ class HubApi:
                 method,
                 url + path,
                 data=body.model_dump_json(by_alias=True) if body is not None else None,
-                headers={"Content-Type": "application/json"},
+                headers={"Content-Type": "application/json", **self._auth()},
                 params=params,
                 timeout=limit,
             ) as resp:
                 text = await resp.text()
                 if 400 <= resp.status < 500 and resp.status not in _TRANSIENT:
                     raise HubRejected(resp.status, f"{method} {path}: {resp.status} {text[:300]}")
-                if resp.status != 200:
+                if resp.status not in (200, 201):
                     raise HubUnavailable(f"{method} {url}{path}: {resp.status} {text[:300]}")
                 return reply.model_validate_json(text)
         except (aiohttp.ClientError, TimeoutError) as exc:
@@ -131,6 +139,14 @@ class HubApi:
             raise
         finally:
             self.round_trips.labels(path.rsplit("/", 1)[-1]).observe(time.perf_counter() - start)
+
+    async def bootstrap(self, redemption: BootstrapRedemption) -> AgentCredential:
+        """Exchange the cluster's single-use bootstrap token for its credential."""
+        return await self._call("POST", "/v1/agent/bootstrap", AgentCredential, redemption)
+
+    async def renew_credential(self) -> AgentCredential:
+        """A new credential for the cluster (the current one expires after a grace)."""
+        return await self._call("POST", "/v1/agent/credential", AgentCredential)
 
     async def register(self, reg: Registration) -> RegistrationReply:
         """Register (on every connect)."""

@@ -215,6 +215,7 @@ async def clusters_of_fleet(
                 labels=MappingProxyType(dict(c.labels)),
                 ready=c.state == "Ready",
                 cordoned=c.cordoned,
+                accepted=c.accepted,
             )
         )
     return out, ids

@@ -63,6 +63,7 @@ class Cluster:
     labels: Mapping[str, str] = field(default_factory=_no_labels)
     ready: bool = True
     cordoned: bool = False
+    accepted: bool = True  # by an administrator or the auto-accept policy: else it gets no work
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,7 +15,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.compiled import CompiledJob
-from federation.errors import NotFound
+from federation.errors import Forbidden, NotFound
 from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
 from federation.spec import FailoverPolicy
 from federation.store.events import add_event
@@ -47,7 +47,7 @@ async def register(
     if row is None:
         raise NotFound("cluster", str(cluster_id))
     if row.name != reg.cluster:
-        raise NotFound("cluster", reg.cluster)
+        raise Forbidden(f"this agent credential is for cluster {row.name!r}, not {reg.cluster!r}")
     was = await cluster_alive(
         conn,
         cluster_id,

@@ -38,6 +38,7 @@ class ClusterSummary:
     zone: str
     labels: dict[str, str]
     state: str
+    accepted: bool
     cordoned: bool
     draining: bool
     kubernetes_version: str
@@ -96,6 +97,7 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
             clusters.c.zone,
             clusters.c.labels,
             clusters.c.state,
+            clusters.c.accepted,
             clusters.c.cordoned,
             clusters.c.draining,
             clusters.c.kubernetes_version,

@@ -47,7 +47,7 @@ PLACEMENT_TRANSITIONS: Mapping[str, frozenset[str]] = {
 
 CLUSTER_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "Pending": frozenset({"Ready"}),
-    "Ready": frozenset({"NotReady"}),
+    "Ready": frozenset({"NotReady", "Offline"}),  # Offline at once: revoked
     "NotReady": frozenset({"Ready", "Offline"}),
     "Offline": frozenset({"Ready"}),
 }
@@ -205,6 +205,23 @@ async def cluster_alive(
         changes["version"] = clusters.c.version + 1
     await conn.execute(sa.update(clusters).where(clusters.c.id == cluster_id).values(**changes))
     return str(row.state)
+
+
+async def cluster_revoked(conn: AsyncConnection, cluster_id: uuid.UUID) -> str:
+    """A revoked cluster is lost at once (Offline, as if its lease had run out), unless it
+    never registered; return the state it was in."""
+    state = str(
+        await conn.scalar(
+            sa.select(clusters.c.state).where(clusters.c.id == cluster_id).with_for_update()
+        )
+    )
+    if state in ("Ready", "NotReady"):
+        await conn.execute(
+            sa.update(clusters)
+            .where(clusters.c.id == cluster_id)
+            .values(state=transition("cluster", state, "Offline"), version=clusters.c.version + 1)
+        )
+    return state
 
 
 def _older_than(column: Any, after_s: float) -> Any:

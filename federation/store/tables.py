@@ -95,6 +95,8 @@ clusters = Table(
     Column("apiserver_problem", String(512), nullable=True),
     Column("unreachable_since", DateTime(timezone=True), nullable=True),
     Column("inventory_generation", BigInteger, nullable=False, server_default="0"),
+    # an administrator (or the auto-accept policy) accepted it: only then does it get work
+    Column("accepted", Boolean, nullable=False, server_default="false"),
     Column("version", Integer, nullable=False, server_default="1"),
     _created(),
 )
@@ -150,6 +152,32 @@ api_tokens = Table(
     CheckConstraint("role IN ('admin', 'member', 'viewer', 'agent')", name="role_known"),
     CheckConstraint("role <> 'member' OR tenant_id IS NOT NULL", name="member_has_tenant"),
     CheckConstraint("role <> 'agent' OR cluster_id IS NOT NULL", name="agent_has_cluster"),
+)
+
+# Single-use tokens an agent exchanges once for its cluster's credential (docs/operator-guide.md,
+# "Registering a cluster"); stored as SHA-256 digests.
+bootstrap_tokens = Table(
+    "bootstrap_tokens",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("used_at", DateTime(timezone=True), nullable=True),
+    _created(),
+)
+
+# Per-cluster agent credentials issued at registration and renewed by the agent before expiry.
+cluster_credentials = Table(
+    "cluster_credentials",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True, server_default=text("gen_random_uuid()")),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("expires_at", DateTime(timezone=True), nullable=False),
+    Column("revoked_at", DateTime(timezone=True), nullable=True),
+    _created(),
+    Index("ix_cluster_credentials_cluster_id", "cluster_id"),
 )
 
 jobs = Table(

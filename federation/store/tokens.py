@@ -187,3 +187,12 @@ async def list_tokens(conn: AsyncConnection) -> list[TokenInfo]:
     """Every token's metadata (never the secret)."""
     rows = await conn.execute(sa.select(*_INFO).order_by(api_tokens.c.created_at))
     return [TokenInfo(**r._mapping) for r in rows]
+
+
+async def revoke_cluster_tokens(conn: AsyncConnection, cluster_id: uuid.UUID) -> None:
+    """Revoke every agent token bound to a cluster (the cluster was revoked)."""
+    await conn.execute(
+        sa.update(api_tokens)
+        .where(api_tokens.c.cluster_id == cluster_id, api_tokens.c.revoked_at.is_(None))
+        .values(revoked_at=sa.func.now())
+    )

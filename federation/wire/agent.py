@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -30,6 +31,21 @@ Amount = Annotated[int, Field(ge=0, le=INT64_MAX)]  # a `bigint` column
 
 class _Msg(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+
+
+class BootstrapRedemption(_Msg):
+    """The agent's first call: its cluster's single-use bootstrap token (not a bearer token)."""
+
+    cluster: DnsLabel
+    token: Annotated[str, StringConstraints(min_length=1, max_length=128), NUL_FREE]
+
+
+class AgentCredential(_Msg):
+    """The cluster's own credential (a bearer token from then on) and when it expires; the
+    agent stores it and renews it before then."""
+
+    token: str
+    expires_at: datetime = Field(alias="expiresAt")
 
 
 class Registration(_Msg):

@@ -121,6 +121,6 @@ async def test_an_agent_cannot_register_as_another_cluster(hub: Hub) -> None:
     w = await _world(hub)
     await hub.call("POST", "/v1/tokens", json={"name": "agent-y", "role": "agent", "cluster": "y"})
     status, _ = await hub.call("POST", "/v1/agent/register", w["agent"], json={"cluster": "y"})
-    assert status == 404
+    assert status == 403
     status, reply = await hub.call("POST", "/v1/agent/register", w["agent"], json={"cluster": "x"})
     assert status == 200 and reply["cluster"] == "x"

@@ -1,4 +1,4 @@
-"""Cluster filter: the cluster is ready, not cordoned, and has ready nodes."""
+"""Cluster filter: the cluster is accepted, ready, not cordoned, and has ready nodes."""
 
 from __future__ import annotations
 
@@ -8,12 +8,15 @@ from federation.scheduling.status import SUCCESS, Status, unschedulable
 
 
 class Ready:
-    """Unschedulable while a cluster is not ready, cordoned or without ready nodes."""
+    """Unschedulable while a cluster is not accepted, not ready, cordoned or without ready
+    nodes."""
 
     name = "ready"
 
     def filter(self, ctx: JobContext, cluster: ClusterState) -> Status:
         """SUCCESS when the cluster takes new work now."""
+        if not cluster.cluster.accepted:
+            return unschedulable("cluster not accepted (suanpan cluster accept)")
         if not cluster.cluster.ready:
             return unschedulable("cluster not ready")
         if cluster.cluster.cordoned:

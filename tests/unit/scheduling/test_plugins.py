@@ -61,3 +61,13 @@ def test_bench_snapshot_schedules_at_small_scale() -> None:
     result = schedule(snap, pending, now=0)
     decided = len(result.placed) + len(result.preempted) + len(result.pending)
     assert decided + len(result.rejected) == 150 and result.placed
+
+
+def test_an_unaccepted_cluster_gets_no_work_while_an_accepted_one_does() -> None:
+    pending = cluster("pending", pool("p", 4), accepted=False)
+    snap = snapshot([pending, cluster("accepted", pool("a", 1))])
+    result = schedule(snap, [job(f"j{i}", H100) for i in range(3)], now=0)
+    assert {p.placement.cluster for p in result.placed} == {"accepted"}
+    alone = schedule(snapshot([pending]), [job("k", H100)], now=0)
+    assert not alone.placed
+    assert alone.pending[0].reasons["pending"].reason.startswith("cluster not accepted")
