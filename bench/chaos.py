@@ -38,7 +38,7 @@ from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
-from federation.store.tables import jobs, placements
+from federation.store.tables import events, jobs, placements
 
 FAULTS = ("kill_leader", "kill_follower", "kill_agent", "partition", "delay", "db_restart")
 STUCK = ("Placed", "Dispatched", "Preempting")
@@ -173,8 +173,18 @@ class Chaos:
                     break
                 await asyncio.sleep(0.5)
             self.report.heal_s = time.monotonic() - healed
-            self.report.violations += [f"job {j} stuck {s} after healing" for j, s in stuck]
             async with db.connection() as conn:
+                for job_id, state in stuck:
+                    trail = (
+                        await conn.execute(
+                            sa.select(events.c.reason)
+                            .where(events.c.job_id == job_id)
+                            .order_by(events.c.id)
+                        )
+                    ).scalars()
+                    self.report.violations.append(
+                        f"job {job_id} stuck {state} after healing (events: {', '.join(trail)})"
+                    )
                 rows = (await conn.execute(sa.select(jobs.c.idempotency_key, jobs.c.id))).all()
                 doubled = (
                     await conn.execute(

@@ -144,6 +144,33 @@ async def test_a_gang_is_placed_dispatched_run_and_released(hub: Hub) -> None:
     ]
 
 
+@pytest.mark.parametrize("seen", ["Placed", "Dispatched"])
+async def test_a_success_whose_earlier_reports_were_missed_still_finishes_the_job(
+    hub: Hub, seen: str
+) -> None:
+    """The chaos suite's seed 3 (`python -m bench.chaos --seed 3 --faults 20`): a short job's
+    Running report was lost while its agent was cut off, the agent then sent only Succeeded
+    (the placement's latest state), and the job stayed Dispatched for ever."""
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("short", replicas=1, count=8))
+    await (await _loop(hub)).cycle()
+    if seen == "Dispatched":
+        await _status(hub, agent, job, "Applied")
+    assert await _status(hub, agent, job, "Succeeded") == {"applied": 1, "duplicate": 0, "stale": 0}
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert job["state"] == "Succeeded" and job["startedAt"] is not None
+    _, events = await hub.call("GET", f"/v1/jobs/{job['id']}/events", user)
+    assert [e["reason"] for e in events["items"]] == [
+        "Submitted",
+        "Placed",
+        "Applied",
+        "Running",
+        "Succeeded",
+    ]
+    assert await _status(hub, agent, job, "Succeeded") == {"applied": 0, "duplicate": 1, "stale": 0}
+
+
 async def test_a_waiting_job_is_explained_per_cluster(hub: Hub) -> None:
     user = await hub.tenant_with_queue("acme")
     await _agent(hub, "east", [_node("n1", used=6)])
