@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit e2e lint bench chaos clean venv browser
+.PHONY: demo test unit e2e lint bench chaos chaos-long clean venv browser
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +46,10 @@ bench: $(STAMP)
 # real hub replicas, PostgreSQL and agents under seeded faults (docs/failover.md)
 chaos: $(STAMP)
 	$(BIN)/python -m bench.chaos --seed $${SEED:-1} --faults $${FAULTS:-20}
+
+# the long run of issue 11 (hours): at least 100 leader kills, 20 database restarts, 50 partitions
+chaos-long: $(STAMP)
+	$(BIN)/python -m bench.chaos --seed $${SEED:-4} --faults 200 --kill-leader 100 --db-restart 20 --partition 50
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

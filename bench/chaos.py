@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
-from federation.store.tables import jobs, placements
+from federation.store.tables import events, jobs, placements
 
 FAULTS = ("kill_leader", "kill_follower", "kill_agent", "partition", "delay", "db_restart")
 STUCK = ("Placed", "Dispatched", "Preempting")
@@ -173,8 +173,18 @@ class Chaos:
                     break
                 await asyncio.sleep(0.5)
             self.report.heal_s = time.monotonic() - healed
-            self.report.violations += [f"job {j} stuck {s} after healing" for j, s in stuck]
             async with db.connection() as conn:
+                for job_id, state in stuck:
+                    trail = (
+                        await conn.execute(
+                            sa.select(events.c.reason)
+                            .where(events.c.job_id == job_id)
+                            .order_by(events.c.id)
+                        )
+                    ).scalars()
+                    self.report.violations.append(
+                        f"job {job_id} stuck {state} after healing (events: {', '.join(trail)})"
+                    )
                 rows = (await conn.execute(sa.select(jobs.c.idempotency_key, jobs.c.id))).all()
                 doubled = (
                     await conn.execute(
@@ -215,17 +225,29 @@ class Chaos:
         await self.pg.stop()
 
 
-async def run_chaos(seed: int, faults: int) -> Report:
-    """One seeded run of `faults` faults; the report holds any violation."""
+def schedule(rng: random.Random, faults: int, at_least: Mapping[str, int]) -> list[str]:
+    """The kinds of `faults` faults in order: `at_least[kind]` of each kind named (the long
+    run's), the rest drawn at random, all shuffled by `rng`."""
+    kinds = [kind for kind, n in at_least.items() for _ in range(n)]
+    kinds += [rng.choice(FAULTS) for _ in range(max(0, faults - len(kinds)))]
+    rng.shuffle(kinds)
+    return kinds
+
+
+async def run_chaos(seed: int, faults: int, at_least: Mapping[str, int] | None = None) -> Report:
+    """One seeded run of `faults` faults (at least `at_least[kind]` of the kinds named); the
+    report holds any violation."""
     with tempfile.TemporaryDirectory(prefix="suanpan-chaos-") as tmp:
         chaos = Chaos(seed, Path(tmp))
         try:
             api = await chaos.start()
             stop = asyncio.Event()
             load = asyncio.create_task(chaos.workload(api, stop))
-            for _ in range(faults):
+            # without counts each kind is drawn after its wait, so the seeds found replay
+            kinds = schedule(chaos.rng, faults, at_least) if at_least else None
+            for i in range(faults if kinds is None else len(kinds)):
                 await asyncio.sleep(chaos.rng.uniform(0.5, 4.0))
-                await chaos.inject(chaos.rng.choice(FAULTS))
+                await chaos.inject(chaos.rng.choice(FAULTS) if kinds is None else kinds[i])
             stop.set()
             await load
             chaos.report.submitted = len(chaos.acked)
@@ -237,11 +259,25 @@ async def run_chaos(seed: int, faults: int) -> Report:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m bench.chaos --seed N --faults K`: exit 1 on any violation."""
-    p = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="python -m bench.chaos",
+        description=__doc__,
+        epilog="the long run (make chaos-long): --kill-leader 100 --db-restart 20 --partition 50",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--faults", type=int, default=20)
+    for kind in FAULTS:
+        p.add_argument(
+            f"--{kind.replace('_', '-')}",
+            type=int,
+            default=0,
+            metavar="N",
+            help=f"at least N faults {kind}",
+        )
     args = p.parse_args(argv)
-    report = asyncio.run(run_chaos(args.seed, args.faults))
+    at_least = {kind: getattr(args, kind) for kind in FAULTS if getattr(args, kind)}
+    report = asyncio.run(run_chaos(args.seed, args.faults, at_least))
     print("\n".join(report.lines()))
     return 1 if report.violations else 0
 

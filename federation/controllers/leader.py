@@ -1,7 +1,12 @@
 """Leadership among hub replicas: a PostgreSQL session advisory lock held on its own connection.
 
 Only the leader runs the controllers. The lock dies with its connection, so a crashed leader
-is replaced as soon as PostgreSQL notices; the leader re-checks the connection before it writes.
+is replaced as soon as PostgreSQL notices. The scheduler itself is fenced: each write
+transaction first takes a shared transaction lock on `FENCE_KEY` and checks, inside that
+transaction, that this replica's lock connection still holds the leader lock; a new leader
+takes `FENCE_KEY` exclusively once before it does anything, which waits for any write a deposed
+leader began before the takeover. So a deposed leader's write either commits before the new
+leader starts or is refused (LostLeadership), never interleaves.
 """
 
 from __future__ import annotations
@@ -9,10 +14,22 @@ from __future__ import annotations
 import contextlib
 
 import asyncpg
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.store.listener import asyncpg_dsn
 
 LOCK_KEY = 7281002
+FENCE_KEY = LOCK_KEY + 1
+
+_HOLDS = sa.text(
+    "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = :key"
+    " AND pid = :pid AND granted"
+)
+
+
+class LostLeadership(Exception):
+    """The advisory lock is gone: another replica may lead now."""
 
 
 class Leadership:
@@ -22,27 +39,26 @@ class Leadership:
         self._dsn = asyncpg_dsn(url)
         self._key = key
         self._conn: asyncpg.Connection | None = None
+        self._pid: int | None = None  # the backend of the lock's connection while leading
 
     async def acquire(self) -> bool:
-        """Take the lock if free; True when this replica leads."""
+        """Take the lock if free, then wait out a deposed leader's write in flight; True when
+        this replica leads."""
         if self._conn is None or self._conn.is_closed():
             self._conn = await asyncpg.connect(self._dsn)
-        return bool(await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key))
+        if not await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key):
+            return False
+        await self._conn.execute("SELECT pg_advisory_lock($1)", FENCE_KEY)
+        await self._conn.execute("SELECT pg_advisory_unlock($1)", FENCE_KEY)
+        self._pid = self._conn.get_server_pid()
+        return True
 
-    async def held(self) -> bool:
-        """Whether the lock is still held (its connection alive and answering)."""
-        if self._conn is None or self._conn.is_closed():
-            return False
-        try:
-            return bool(
-                await self._conn.fetchval(
-                    "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory'"
-                    " AND objid = $1 AND pid = pg_backend_pid() AND granted",
-                    self._key,
-                )
-            )
-        except (asyncpg.PostgresError, OSError):
-            return False
+    async def fence(self, conn: AsyncConnection) -> None:
+        """First thing in a write transaction: raise LostLeadership unless this replica still
+        leads; a takeover then waits for the transaction to end."""
+        await conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": FENCE_KEY})
+        if self._pid is None or not await conn.scalar(_HOLDS, {"key": self._key, "pid": self._pid}):
+            raise LostLeadership()
 
     async def release(self) -> None:
         """Give up leadership."""

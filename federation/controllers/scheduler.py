@@ -1,8 +1,8 @@
 """The hub's scheduling loop: the async shell around the pure core.
 
 Numbered phases per cycle (Armada's shape): 1. read a consistent snapshot; 2. run the core
-off the event loop; 3. re-check leadership; 4. write all decisions in one transaction;
-5. only then advance the in-memory preemption reservations.
+off the event loop; 3. write all decisions in one transaction fenced by leadership (leader.py);
+4. only then advance the in-memory preemption reservations.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from federation import metrics
 from federation.aio import sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
-from federation.controllers.leader import Leadership
+from federation.controllers.leader import Leadership, LostLeadership
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
@@ -81,9 +81,8 @@ class SchedulerLoop:
             schedule, snap, read.pending, now=time.time(), config=self.config.core
         )
         core_done = time.perf_counter()
-        if not await self.leadership.held():
-            raise LostLeadership()
         async with self.db.transaction() as conn:
+            await self.leadership.fence(conn)
             written = await writer.write(conn, read, result)
         write_done = time.perf_counter()
         for placed in result.placed:
@@ -111,6 +110,7 @@ class SchedulerLoop:
         this replica (re)gained a working database at the earliest, so neither a hub restart
         nor a database outage makes healthy clusters lose their work."""
         async with self.db.transaction() as conn:
+            await self.leadership.fence(conn)
             if self.leading_since is None:
                 self.leading_since = await conn.scalar(sa.select(sa.func.now()))
             return await health.check(conn, self.config.health, self.leading_since)
@@ -173,7 +173,3 @@ def _observe(placed: list[Placement], now: float) -> None:
         tenant, _, queue = p.job.queue.partition("/")
         wait = max(0.0, now - p.job.created_at)
         metrics.QUEUE_WAIT.labels(tenant, queue, str(p.job.priority)).observe(wait)
-
-
-class LostLeadership(Exception):
-    """The advisory lock is gone: another replica may lead now."""

@@ -218,6 +218,13 @@ _TARGET = {
     "Unschedulable": "Queued",
 }
 _WAITING = ("Placed", "Dispatched")
+# the steps (state, event reason) a report implies the job went through: the agent sends only
+# a placement's latest state, so when the hub missed the earlier reports (a short job, a cut
+# link) the first it hears may be Succeeded, straight from Placed or Dispatched
+_IMPLIED: dict[str, tuple[tuple[str, str], ...]] = {
+    "Running": (("Dispatched", "Applied"),),
+    "Succeeded": (("Dispatched", "Applied"), ("Running", "Running")),
+}
 
 
 async def _note_waiting(
@@ -279,11 +286,11 @@ async def apply_status(
     if job is None or job.epoch != update.epoch or job.cluster_id != cluster_id:
         return StatusOutcome("stale")
     target = _TARGET[update.state]
-    if update.state == "Running" and job.state == "Placed":
-        await move_job(conn, update.job, "Dispatched", reason="Applied")
-        job_state = "Dispatched"
-    else:
-        job_state = job.state
+    job_state = job.state
+    for step, step_reason in _IMPLIED.get(update.state, ()):
+        if may_move(job_state, step):
+            await move_job(conn, update.job, step, reason=step_reason)
+            job_state = step
     note = None
     if update.state == "Applied" and update.message and job_state in _WAITING:
         note = await _note_waiting(conn, update.job, job.cluster, update, job.reason)

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from federation.catalog import load_catalog
 from federation.controllers import snapshot
+from federation.controllers.leader import LOCK_KEY, LostLeadership
 from federation.controllers.scheduler import SchedulerLoop
 from federation.store.tables import jobs
 from tests.integration.conftest import Hub
@@ -142,6 +143,33 @@ async def test_a_gang_is_placed_dispatched_run_and_released(hub: Hub) -> None:
         "Running",
         "Succeeded",
     ]
+
+
+@pytest.mark.parametrize("seen", ["Placed", "Dispatched"])
+async def test_a_success_whose_earlier_reports_were_missed_still_finishes_the_job(
+    hub: Hub, seen: str
+) -> None:
+    """The chaos suite's seed 3 (`python -m bench.chaos --seed 3 --faults 20`): a short job's
+    Running report was lost while its agent was cut off, the agent then sent only Succeeded
+    (the placement's latest state), and the job stayed Dispatched for ever."""
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("short", replicas=1, count=8))
+    await (await _loop(hub)).cycle()
+    if seen == "Dispatched":
+        await _status(hub, agent, job, "Applied")
+    assert await _status(hub, agent, job, "Succeeded") == {"applied": 1, "duplicate": 0, "stale": 0}
+    _, job = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert job["state"] == "Succeeded" and job["startedAt"] is not None
+    _, events = await hub.call("GET", f"/v1/jobs/{job['id']}/events", user)
+    assert [e["reason"] for e in events["items"]] == [
+        "Submitted",
+        "Placed",
+        "Applied",
+        "Running",
+        "Succeeded",
+    ]
+    assert await _status(hub, agent, job, "Succeeded") == {"applied": 0, "duplicate": 1, "stale": 0}
 
 
 async def test_a_waiting_job_is_explained_per_cluster(hub: Hub) -> None:
@@ -302,6 +330,28 @@ async def test_a_silent_cluster_is_not_ready_until_its_agent_calls_again(hub: Hu
     await hub.call("GET", "/v1/agent/assignments", agent)
     _, cluster = await hub.call("GET", "/v1/clusters/east")
     assert cluster["state"] == "Ready"
+
+
+async def test_a_deposed_leader_cannot_write(hub: Hub) -> None:
+    """Its lock connection cut, another replica leading: its next cycle's write transaction is
+    refused (and rolled back), so a deposed leader never writes after losing leadership."""
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("n1")])
+    old = await _loop(hub)
+    async with hub.db.transaction() as conn:
+        await conn.execute(
+            sa.text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE objid = :k"),
+            {"k": LOCK_KEY},
+        )
+    new = await _loop(hub)
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_job("train", replicas=1, count=8))
+    with pytest.raises(LostLeadership):
+        await old.cycle()
+    with pytest.raises(LostLeadership):
+        await old.check_health()
+    _, seen = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert seen["state"] == "Queued"
+    assert (await new.cycle()).written.placed == 1
 
 
 async def test_a_new_leader_gives_every_agent_a_full_lease(hub: Hub) -> None:
