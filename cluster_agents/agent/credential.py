@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -36,12 +37,21 @@ def store(path: Path, credential: AgentCredential) -> None:
 
 
 async def obtain(hub: HubApi, path: Path, cluster: str, bootstrap_token: str) -> AgentCredential:
-    """The stored credential, or a new one for the bootstrap token (stored at once)."""
+    """The stored credential, or a new one for the bootstrap token (stored at once). An
+    unreachable hub is retried with jittered back-off (the agent never exits on it); a refused
+    bootstrap token (used, expired, another cluster's) is raised: it needs a new one."""
     credential = load(path)
-    if credential is None:
-        credential = await hub.bootstrap(
-            BootstrapRedemption(cluster=cluster, token=bootstrap_token)
-        )
+    backoff = 0.5
+    while credential is None:
+        try:
+            credential = await hub.bootstrap(
+                BootstrapRedemption(cluster=cluster, token=bootstrap_token)
+            )
+        except HubUnavailable as exc:
+            log.warning("hub unavailable for bootstrap (%s); retrying in %.1f s", exc, backoff)
+            await asyncio.sleep(backoff * random.uniform(0.5, 1.5))
+            backoff = min(backoff * 2, RETRY_S)
+            continue
         store(path, credential)
     hub.use_token(credential.token)
     return credential

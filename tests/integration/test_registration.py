@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient
 from api.app import create_app
 from cluster_agents.agent import credential
 from cluster_agents.agent.hub_client import HubApi
+from deploy.netproxy import Proxy
 from federation.catalog import load_catalog
 from federation.controllers import health
 from federation.controllers.snapshot import clusters_of_fleet
@@ -161,3 +162,26 @@ async def test_the_agent_obtains_stores_and_renews_its_credential(
         assert reply.cluster == "x"
     finally:
         await api.close()
+
+
+async def test_the_agent_waits_for_an_unreachable_hub_to_bootstrap(
+    reg_hub: Hub, tmp_path: Path
+) -> None:
+    """The agent never exits because the hub cannot be reached: it retries the exchange."""
+    token = await _bootstrap(reg_hub, "x")
+    proxy = Proxy(reg_hub.client.port)
+    await proxy.start()
+    proxy.cut()
+    api = HubApi(proxy.url, "")
+    try:
+        pending = asyncio.create_task(
+            credential.obtain(api, tmp_path / "credential.json", "x", token)
+        )
+        await asyncio.sleep(2.0)
+        assert not pending.done()  # still trying, not failed
+        proxy.heal()
+        got = await asyncio.wait_for(pending, 30)
+        assert got.token.startswith("spc_")
+    finally:
+        await api.close()
+        await proxy.close()
