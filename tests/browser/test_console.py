@@ -225,4 +225,4 @@ async def test_docs_render_every_operation_and_try_it_out_calls_the_hub_with_the
     body = await console.page.wait(
         f"document.querySelector('{op} .live-responses-table pre')?.textContent"
     )
-    assert json.loads(body) == {"role": "admin", "tenant": None}
+    assert json.loads(body) == {"role": "admin", "tenant": None, "subject": None}

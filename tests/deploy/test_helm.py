@@ -140,6 +140,7 @@ def test_member_defaults(helm_bin: Path, tmp_path: Path) -> None:
         "--cluster=beijing-a",
         "--namespace=suanpan",
         "--metrics=0.0.0.0:9464",
+        "--keep-finished=3600",  # finished pods kept an hour, for their logs
     ]
     assert _env(agent) == {
         "SUANPAN_AGENT_TOKEN": {"secretKeyRef": {"name": "suanpan-agent", "key": "token"}}
