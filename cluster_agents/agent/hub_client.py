@@ -186,6 +186,7 @@ class HubApi:
         async with self._session.post(
             f"{self.url}/v1/agent/logs/{request_id}",
             data=chunks,
+            headers=self._auth(),
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=5),
         ) as resp:
             return resp.status == 204
@@ -197,6 +198,6 @@ class HubApi:
         async with self._session.post(
             f"{self.url}/v1/agent/logs/{request_id}/failure",
             data=LogFailure(message=message[:1024]).model_dump_json(),
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **self._auth()},
         ):
             pass
