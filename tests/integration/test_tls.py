@@ -52,6 +52,7 @@ class TlsHub:
         async with admin._session.post(
             self.url + "/v1/tokens",
             json={"name": f"{cluster}-agent", "role": "agent", "cluster": cluster},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
         ) as resp:
             assert resp.status == 201, await resp.text()
             token = str((await resp.json())["token"])
