@@ -15,6 +15,7 @@ from sqlalchemy import exc as sa_exc
 from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
 from federation.k8s_names import DNS_LABEL
 from federation.store.database import DATABASE_DOWN
+from federation.validation import field_path
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
 DNS_LABEL_MESSAGE = (
@@ -61,16 +62,6 @@ def problem_body(exc: SuanpanError) -> dict[str, Any]:
     return body
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(body)"
-
-
 def _expected(error: Any) -> str:
     ctx = error.get("ctx") or {}
     for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
@@ -98,7 +89,7 @@ def field_errors(exc: ValidationError, prefix: tuple[str | int, ...] = ()) -> li
             message = DNS_LABEL_MESSAGE
         elif isinstance(err.get("input"), str) and "\x00" in err["input"]:
             message = NUL_MESSAGE
-        out.append(FieldError(_path(prefix + loc), message, _expected(err)))
+        out.append(FieldError(field_path(prefix + loc) or "(body)", message, _expected(err)))
     return out
 
 

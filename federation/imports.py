@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, RootModel, Tag
 from federation.catalog import AcceleratorModel, Catalog, Vendor
 from federation.compiler import CompileError
 from federation.spec import JobManifest
+from federation.validation import field_path
 
 IMAGE_PREFIX = "suanpan.io/image."
 TENANT = "suanpan.io/tenant"
@@ -99,16 +100,9 @@ def relocated(exc: ValidationError, origin: Callable[[Loc], Loc]) -> ValidationE
     return ValidationError.from_exception_data(exc.title, details)
 
 
-def _path(loc: Loc) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
-    return out
-
-
 def _object(value: object, loc: Loc) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise CompileError(_path(loc), "must be an object", "an object")
+        raise CompileError(field_path(loc), "must be an object", "an object")
     return value
 
 
@@ -136,7 +130,9 @@ class _Conversion:
         spec.pop("restartPolicy", None)
         containers = spec.get("containers")
         if not isinstance(containers, list) or not containers:
-            raise CompileError(_path((*at, "spec", "containers")), "needs a container", "a list")
+            raise CompileError(
+                field_path((*at, "spec", "containers")), "needs a container", "a list"
+            )
         containers = [
             dict(_object(c, (*at, "spec", "containers", i))) for i, c in enumerate(containers)
         ]
@@ -194,13 +190,13 @@ class _Conversion:
 
     def _accelerators(self, devices: dict[str, tuple[object, Loc]], here: Loc) -> dict[str, Any]:
         if len(devices) > 1:
-            where = _path(next(iter(devices.values()))[1])
+            where = field_path(next(iter(devices.values()))[1])
             raise CompileError(where, "one accelerator resource per container", "one of them")
         ((resource, (amount, loc)),) = devices.items()
         models = [m for m in self.catalog.models.values() if resource in m.resources]
         if not models:
             raise CompileError(
-                _path(loc),
+                field_path(loc),
                 f"{resource!r} is not a whole-device resource of the catalog",
                 "e.g. nvidia.com/gpu, see /v1/flavors",
             )
@@ -208,7 +204,9 @@ class _Conversion:
             amount if isinstance(amount, int) else int(str(amount)) if str(amount).isdigit() else 0
         )
         if count < 1:
-            raise CompileError(_path(loc), "must be a whole number of devices", "an integer >= 1")
+            raise CompileError(
+                field_path(loc), "must be a whole number of devices", "an integer >= 1"
+            )
         self.origins[(*here, "resources", "accelerators", "count")] = loc
         return {"count": count, "anyOf": [{"flavor": f} for f in self._flavors(models, here)]}
 

@@ -16,3 +16,11 @@ NUL_FREE = StringConstraints(pattern=NUL_FREE_PATTERN)
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
+
+
+def field_path(loc: tuple[int | str, ...]) -> str:
+    """A field's location as problem documents name it: `spec.tasks[0].image`."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
