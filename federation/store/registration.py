@@ -8,7 +8,6 @@ Credentials and bootstrap tokens are random, shown once in clear and stored as d
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,41 +41,35 @@ def _seconds(value: float) -> sa.ColumnElement[datetime]:
     return sa.func.now() + sa.func.make_interval(0, 0, 0, 0, 0, 0, value)
 
 
-async def issue_bootstrap(conn: AsyncConnection, cluster: str, ttl_s: float) -> Secret:
-    """A single-use bootstrap token for `cluster` (registered as Pending if new), valid `ttl_s`."""
-    cluster_id = await ensure_cluster(conn, cluster)
-    clear = BOOTSTRAP_PREFIX + secrets.token_urlsafe(32)
+async def _issue(
+    conn: AsyncConnection, table: sa.Table, prefix: str, cluster_id: uuid.UUID, ttl_s: float
+) -> Secret:
+    """Store a fresh secret of `cluster_id` in `table` (bootstrap tokens or credentials)."""
+    clear = tokens.new_token(prefix)
     row = (
         await conn.execute(
-            sa.insert(bootstrap_tokens)
+            sa.insert(table)
             .values(
                 cluster_id=cluster_id, token_hash=tokens.digest(clear), expires_at=_seconds(ttl_s)
             )
-            .returning(bootstrap_tokens.c.id, bootstrap_tokens.c.expires_at)
+            .returning(table.c.id, table.c.expires_at)
         )
     ).one()
+    return Secret(row.id, clear, row.expires_at)
+
+
+async def issue_bootstrap(conn: AsyncConnection, cluster: str, ttl_s: float) -> Secret:
+    """A single-use bootstrap token for `cluster` (registered as Pending if new), valid `ttl_s`."""
+    cluster_id = await ensure_cluster(conn, cluster)
+    issued = await _issue(conn, bootstrap_tokens, BOOTSTRAP_PREFIX, cluster_id, ttl_s)
     await add_event(
         conn,
         kind="Cluster",
         reason="BootstrapTokenIssued",
         cluster_id=cluster_id,
-        data={"token": str(row.id), "expiresAt": row.expires_at.isoformat()},
+        data={"token": str(issued.id), "expiresAt": issued.expires_at.isoformat()},
     )
-    return Secret(row.id, clear, row.expires_at)
-
-
-async def _issue_credential(conn: AsyncConnection, cluster_id: uuid.UUID, ttl_s: float) -> Secret:
-    clear = CREDENTIAL_PREFIX + secrets.token_urlsafe(32)
-    row = (
-        await conn.execute(
-            sa.insert(cluster_credentials)
-            .values(
-                cluster_id=cluster_id, token_hash=tokens.digest(clear), expires_at=_seconds(ttl_s)
-            )
-            .returning(cluster_credentials.c.id, cluster_credentials.c.expires_at)
-        )
-    ).one()
-    return Secret(row.id, clear, row.expires_at)
+    return issued
 
 
 async def redeem_bootstrap(
@@ -99,7 +92,9 @@ async def redeem_bootstrap(
     )
     if cluster_id is None:
         raise Unauthorized(f"no unused, unexpired bootstrap token of cluster {cluster!r} matches")
-    credential = await _issue_credential(conn, cluster_id, policy.credential_ttl_s)
+    credential = await _issue(
+        conn, cluster_credentials, CREDENTIAL_PREFIX, cluster_id, policy.credential_ttl_s
+    )
     await add_event(conn, kind="Cluster", reason="Bootstrapped", cluster_id=cluster_id)
     if policy.accepts(cluster):
         await accept(conn, cluster, by="auto-accept policy")
@@ -141,7 +136,9 @@ async def renew(conn: AsyncConnection, who: Principal, policy: RegistrationConfi
     )
     if old is None:
         raise Conflict("a static agent token is not renewed; register with a bootstrap token")
-    return await _issue_credential(conn, who.cluster_id, policy.credential_ttl_s)
+    return await _issue(
+        conn, cluster_credentials, CREDENTIAL_PREFIX, who.cluster_id, policy.credential_ttl_s
+    )
 
 
 async def accept(

@@ -49,9 +49,10 @@ _INFO = (
 )
 
 
-def new_token() -> str:
-    """A fresh high-entropy token string."""
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+def new_token(prefix: str = TOKEN_PREFIX) -> str:
+    """A fresh high-entropy token string (API tokens `sp_`; cluster bootstrap tokens and
+    credentials have prefixes of their own)."""
+    return prefix + secrets.token_urlsafe(32)
 
 
 def digest(token: str) -> str:
