@@ -35,7 +35,6 @@ from federation.k8s_names import DNS_LABEL
 from federation.metrics import REGISTRY
 from federation.store import audit
 from federation.store.database import DATABASE_DOWN, Database
-from federation.store.records import Principal
 
 FLUSH_INTERVAL_S = 0.1
 PRUNE_INTERVAL_S = 600.0
@@ -50,12 +49,6 @@ DROPPED = Counter(
     "Audit records dropped because the database could not take them in time",
     registry=REGISTRY,
 )
-
-
-def actor(principal: Principal) -> str:
-    """Who a principal is in the audit trail: its token's id, or `oidc:<subject>` for a user
-    signed in through the OpenID Connect provider."""
-    return f"oidc:{principal.subject}" if principal.subject is not None else str(principal.token_id)
 
 
 def audited(method: str, operation: str | None, status: int) -> bool:
@@ -197,7 +190,7 @@ async def audit_middleware(request: web.Request, handler: Handler) -> web.Stream
     request.app[AUDIT].add(
         audit.AuditRecord(
             at=datetime.now(UTC),
-            actor=actor(principal) if principal else None,
+            actor=principal.actor if principal else None,
             role=principal.role if principal else None,
             action=f"{request.method} {operation or 'unknown'}",
             object=obj,

@@ -24,8 +24,9 @@ class Principal:
 
     @property
     def actor(self) -> str:
-        """Who acted, for logs and audit: the OIDC subject, else the token id."""
-        return self.subject if self.subject is not None else f"token:{self.token_id}"
+        """Who acts, as the audit trail and the rate limits name it: the token's id, or
+        `oidc:<subject>` for a user signed in through the OpenID Connect provider."""
+        return f"oidc:{self.subject}" if self.subject is not None else str(self.token_id)
 
     def expired(self, now: datetime) -> bool:
         """Whether the credential is no longer valid at `now`."""
