@@ -21,15 +21,17 @@ from tests.integration.conftest import ADMIN_TOKEN, Hub, HubTestServer, job_mani
 pytestmark = pytest.mark.integration
 
 
-async def _records(hub: Hub, token: str, want: int, **params: str) -> list[dict[str, Any]]:
-    """The audit records `token` reads, once at least `want` are there (they are written in
-    the background, within a fraction of a second)."""
+async def _records(
+    hub: Hub, token: str, want: int, having: frozenset[str] = frozenset(), **params: str
+) -> list[dict[str, Any]]:
+    """The audit records `token` reads, once at least `want` are there and their actions
+    include `having` (they are written in the background, within a fraction of a second)."""
     items: list[dict[str, Any]] = []
     for _ in range(100):
         status, body = await hub.call("GET", "/v1/audit", token, params=params)
         assert status == 200, body
         items = body["items"]
-        if len(items) >= want:
+        if len(items) >= want and having <= {i["action"] for i in items}:
             return items
         await asyncio.sleep(0.1)
     raise AssertionError(f"{len(items)} audit records, wanted {want}: {items}")
@@ -52,8 +54,10 @@ async def test_a_submit_a_cancel_and_refusals_are_recorded(hub: Hub) -> None:
     assert (await hub.call("POST", "/v1/tenants", member, json={"name": "other"}))[0] == 403
     assert (await hub.call("GET", "/v1/jobs", member))[0] == 200  # a read is not recorded
 
-    records = await _records(hub, ADMIN_TOKEN, 3, outcome="2xx", tenant="acme")
-    records += await _records(hub, ADMIN_TOKEN, 2, outcome="4xx")
+    done = frozenset({"POST submit_job", "POST cancel_job"})
+    records = await _records(hub, ADMIN_TOKEN, 3, done, outcome="2xx", tenant="acme")
+    refusals = frozenset({"GET list_jobs", "POST create_tenant"})
+    records += await _records(hub, ADMIN_TOKEN, 2, refusals, outcome="4xx")
     by_action = {r["action"]: r for r in records}
     actor = await _member_id(hub, "acme")
     submit = by_action["POST submit_job"]
