@@ -1,8 +1,9 @@
 """API rate limits: a token bucket per API token and one per tenant, in the memory of each hub
 replica (N replicas admit up to N times the configured rates in all).
 
-Every request of an admin, member or viewer token takes one unit from its token's bucket and,
-for a token bound to a tenant, one from the tenant's; an empty bucket answers 429 with
+Every request of an admin, member or viewer takes one unit from its caller's bucket (the API
+token's, or the OpenID Connect user's) and, for a caller bound to a tenant, one from the
+tenant's; an empty bucket answers 429 with
 `Retry-After` (whole seconds until a unit is back). Agents and the health, metrics, OpenAPI and
 console endpoints (tag `meta`) are not limited, nor is a request without a valid token (it is
 refused before it costs anything).
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 import time
-import uuid
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from api.auth import PRINCIPAL
 from api.problems import Handler, problem_response
 from api.routes import API
 from federation.hubconfig import Bucket, RateLimits
+from federation.store.records import Principal
 
 MAX_BUCKETS = 100_000  # a table this full is emptied (every caller starts with a full burst)
 EXEMPT = frozenset(op.operation_id for op in API.operations if op.tag == "meta")
@@ -37,9 +39,9 @@ class TokenBuckets:
 
     def __init__(self, bucket: Bucket) -> None:
         self.bucket = bucket
-        self._levels: dict[uuid.UUID, _Level] = {}
+        self._levels: dict[Hashable, _Level] = {}
 
-    def wait(self, key: uuid.UUID, now: float) -> float:
+    def wait(self, key: Hashable, now: float) -> float:
         """Seconds until `key` may send a request; when 0, one unit has been taken."""
         level = self._levels.get(key)
         if level is None:
@@ -53,7 +55,7 @@ class TokenBuckets:
             return 0.0
         return (1 - level.units) / self.bucket.rate
 
-    def give_back(self, key: uuid.UUID) -> None:
+    def give_back(self, key: Hashable) -> None:
         """Return the unit just taken (the request was refused by another bucket)."""
         self._levels[key].units += 1
 
@@ -65,16 +67,16 @@ class RateLimiter:
         self.tokens = TokenBuckets(per_token)
         self.tenants = TokenBuckets(per_tenant)
 
-    def wait(self, token_id: uuid.UUID, tenant_id: uuid.UUID | None) -> tuple[float, str]:
-        """Seconds the caller must wait (0: admitted, a unit taken from each of its buckets)
-        and which limit it exceeded."""
+    def wait(self, caller: Principal) -> tuple[float, str]:
+        """Seconds `caller` must wait (0: admitted, a unit taken from each of its buckets) and
+        which limit it exceeded."""
         now = time.monotonic()
-        wait = self.tokens.wait(token_id, now)
-        if wait > 0 or tenant_id is None:
+        wait = self.tokens.wait(caller.actor, now)
+        if wait > 0 or caller.tenant_id is None:
             return wait, "token"
-        wait = self.tenants.wait(tenant_id, now)
+        wait = self.tenants.wait(caller.tenant_id, now)
         if wait > 0:
-            self.tokens.give_back(token_id)
+            self.tokens.give_back(caller.actor)
         return wait, "tenant"
 
 
@@ -98,7 +100,7 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
     principal = request.get(PRINCIPAL)
     if limiter is None or principal is None or principal.role == "agent" or _exempt(request):
         return await handler(request)
-    wait, scope = limiter.wait(principal.token_id, principal.tenant_id)
+    wait, scope = limiter.wait(principal)
     if wait <= 0:
         return await handler(request)
     bucket = limiter.tokens.bucket if scope == "token" else limiter.tenants.bucket

@@ -20,7 +20,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jwt.algorithms import ECAlgorithm, RSAAlgorithm
 
 from api.app import create_app
-from federation.hubconfig import GroupRole, HubConfig, OidcConfig
+from federation.hubconfig import Bucket, GroupRole, HubConfig, OidcConfig, RateLimits
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from tests.integration.conftest import ADMIN_TOKEN, Hub, HubTestServer
@@ -100,7 +100,9 @@ async def make_hub(db: Database, provider: Provider) -> AsyncIterator[MakeHub]:
     """A hub accepting the provider's tokens, with a tenant `ml` (keys refetched per call)."""
     clients: list[TestClient[Any, Any]] = []
 
-    async def make(refresh_s: float = 0.0, jwks_uri: str | None = None) -> Hub:
+    async def make(
+        refresh_s: float = 0.0, jwks_uri: str | None = None, limits: RateLimits | None = None
+    ) -> Hub:
         oidc = OidcConfig(
             issuer=provider.issuer,
             audience=AUDIENCE,
@@ -114,7 +116,7 @@ async def make_hub(db: Database, provider: Provider) -> AsyncIterator[MakeHub]:
             jwks_refresh_s=refresh_s,
         )
         await ensure_admin_token(db, ADMIN_TOKEN)
-        app = create_app(db, config=HubConfig(oidc=oidc))
+        app = create_app(db, config=HubConfig(oidc=oidc, rate_limits=limits or RateLimits()))
         client: TestClient[Any, Any] = TestClient(HubTestServer(app, host="127.0.0.1"))
         await client.start_server()
         clients.append(client)
@@ -253,3 +255,15 @@ async def test_an_unreachable_provider_is_503_not_500(
     status, problem = await hub.call("GET", "/v1/whoami", token=provider.token())
     assert status == 503 and problem["type"].endswith("/identity-provider"), problem
     assert (await hub.call("GET", "/v1/whoami"))[0] == 200  # API tokens still work
+
+
+async def test_each_user_has_a_rate_limit_of_their_own(
+    make_hub: MakeHub, provider: Provider
+) -> None:
+    """Users signed in through the provider have no token id: each is limited as themselves
+    (their subject), not in one bucket shared by every user."""
+    hub = await make_hub(limits=RateLimits(True, Bucket(0.1, 4), Bucket(100, 1000)))
+    alice, bob = provider.token(), provider.token(sub="bob@example.com")
+    statuses = [(await hub.call("GET", "/v1/whoami", token=alice))[0] for _ in range(5)]
+    assert statuses == [200] * 4 + [429]
+    assert (await hub.call("GET", "/v1/whoami", token=bob))[0] == 200
