@@ -11,12 +11,13 @@ import sys
 from datetime import UTC, datetime
 
 CURRENT_ID: contextvars.ContextVar[str | None] = contextvars.ContextVar("request_id", default=None)
-# a bearer credential, or anything shaped like a hub token, wherever it appears in a message
-SECRET = re.compile(r"(?i)(bearer\s+)\S+|\bsp_[A-Za-z0-9_-]{8,}")
+# a bearer credential, or anything shaped like a hub secret (API token `sp_`, cluster bootstrap
+# token `spb_`, cluster credential `spc_`), wherever it appears in a message
+SECRET = re.compile(r"(?i)(bearer\s+)\S+|\bsp[bc]?_[A-Za-z0-9_-]{8,}")
 
 
 def redact(text: str) -> str:
-    """`text` with bearer credentials and hub tokens replaced by `[redacted]`."""
+    """`text` with bearer credentials and hub secrets replaced by `[redacted]`."""
     return SECRET.sub(lambda m: (m.group(1) or "") + "[redacted]", text)
 
 

@@ -33,6 +33,8 @@ def test_tokens_are_scrubbed_from_messages_and_tracebacks() -> None:
     assert redact(f"Authorization: Bearer {TOKEN}") == "Authorization: Bearer [redacted]"
     assert redact(f"token={TOKEN}.") == "token=[redacted]."
     assert redact("bearer abc.def-ghi and more") == "bearer [redacted] and more"
+    for cluster_secret in ("spb_AbCdEf0123456789", "spc_AbCdEf0123456789"):  # bootstrap, credential
+        assert redact(f'{{"token": "{cluster_secret}"}}') == '{"token": "[redacted]"}'
     try:
         raise ValueError(f"bad header {TOKEN}")
     except ValueError:
