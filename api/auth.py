@@ -57,6 +57,8 @@ class TokenCache:
 
 
 TOKENS = TokenCache()
+# a cluster's name never changes: looked up once per cluster, not on every agent request
+CLUSTER_NAMES: dict[uuid.UUID, str] = {}
 
 
 @web.middleware
@@ -106,8 +108,12 @@ async def _bind_client_cert(request: web.Request, principal: Principal) -> None:
     names = peer_names(request)
     if names is None or principal.cluster_id is None:
         return
-    async with ctx(request).db.connection() as conn:
-        cluster = await clusters.name_of(conn, principal.cluster_id)
+    cluster = CLUSTER_NAMES.get(principal.cluster_id)
+    if cluster is None:
+        async with ctx(request).db.connection() as conn:
+            cluster = await clusters.name_of(conn, principal.cluster_id)
+        if cluster is not None:
+            CLUSTER_NAMES[principal.cluster_id] = cluster
     if cluster not in names:
         named = ", ".join(sorted(names))
         raise Forbidden(f"the client certificate is for {named}, not this token's cluster")
