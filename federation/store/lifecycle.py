@@ -241,6 +241,13 @@ async def _move_clusters(
     return [(r.id, r.name) for r in moved]
 
 
+def _heard(since: datetime | None) -> Any:
+    """When a cluster's agent was last heard, counted from `since` at the earliest."""
+    if since is None:
+        return clusters.c.last_heartbeat
+    return sa.func.greatest(clusters.c.last_heartbeat, since)
+
+
 async def clusters_silent(
     conn: AsyncConnection,
     current: str,
@@ -251,12 +258,7 @@ async def clusters_silent(
     """Move clusters in `current` whose agent has been silent for `after_s` (counted from
     `since` at the earliest: a new leader gives every agent a full period) to `target`;
     return (id, name) of those moved."""
-    heard = (
-        clusters.c.last_heartbeat
-        if since is None
-        else sa.func.greatest(clusters.c.last_heartbeat, since)
-    )
-    return await _move_clusters(conn, current, target, _older_than(heard, after_s))
+    return await _move_clusters(conn, current, target, _older_than(_heard(since), after_s))
 
 
 async def silent_share(
@@ -264,12 +266,7 @@ async def silent_share(
 ) -> tuple[int, int]:
     """(clusters not yet Offline whose agent has been silent for `after_s`, counted as in
     `clusters_silent`; clusters Ready, NotReady or Offline)."""
-    heard = (
-        clusters.c.last_heartbeat
-        if since is None
-        else sa.func.greatest(clusters.c.last_heartbeat, since)
-    )
-    silent = sa.and_(clusters.c.state != "Offline", _older_than(heard, after_s))
+    silent = sa.and_(clusters.c.state != "Offline", _older_than(_heard(since), after_s))
     row = (
         await conn.execute(
             sa.select(sa.func.count().filter(silent), sa.func.count()).where(
