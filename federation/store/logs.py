@@ -17,8 +17,9 @@ import uuid
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from federation.compiled import CompiledJob
 from federation.store.listener import LOGS, PLACEMENTS, notify
-from federation.store.tables import log_requests, placements, tasks
+from federation.store.tables import jobs, log_requests, placements
 from federation.wire.logs import LogRequest
 
 PIECE_BYTES = 4096  # raw bytes per NOTIFY: base64 keeps the payload under PostgreSQL's 8000
@@ -58,11 +59,12 @@ async def latest_placement(
 
 
 async def job_tasks(conn: AsyncConnection, job_id: uuid.UUID) -> dict[str, int]:
-    """The job's tasks in order with their replica counts."""
-    rows = await conn.execute(
-        sa.select(tasks.c.name, tasks.c.replicas).where(tasks.c.job_id == job_id)
-    )
-    return {r.name: r.replicas for r in rows}
+    """The job's tasks in their order (the compiled job's, which owns it) with their replica
+    counts."""
+    compiled = await conn.scalar(sa.select(jobs.c.compiled).where(jobs.c.id == job_id))
+    if compiled is None:
+        return {}
+    return {t.name: t.replicas for t in CompiledJob.model_validate(compiled).tasks}
 
 
 async def take(conn: AsyncConnection, cluster_id: uuid.UUID) -> list[LogRequest]:

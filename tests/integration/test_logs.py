@@ -88,3 +88,13 @@ async def test_a_finished_jobs_pod_is_kept_and_its_log_read(fleet: JobFleet) -> 
     assert [p.phase for p in sim.pods() if p.job == job["id"]] == ["Succeeded"]
     status, text = await _get(fleet, job["id"])
     assert status == 200 and "[main-0] step 0" in text
+
+
+async def test_a_jobs_tasks_are_offered_in_its_order(fleet: JobFleet) -> None:
+    """The default task is the job's first, as the manifest orders them (not by name)."""
+    body = manifest("two", "huawei/*", 1)
+    first = body["spec"]["tasks"][0]
+    body["spec"]["tasks"] = [{**first, "name": "zeta"}, {**first, "name": "alpha"}]
+    job = await fleet.call("POST", "/v1/jobs", json=body)
+    status, text = await _get(fleet, job["id"], task="nope")
+    assert status == 422 and "zeta, alpha" in text
