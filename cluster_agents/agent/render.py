@@ -84,6 +84,12 @@ def rendezvous_env(
     }
 
 
+def visible_env(model: AcceleratorModel) -> dict[str, str]:
+    """The variables the allocation passes from the bind's annotations (`visible-env`): each
+    variable's annotation."""
+    return {a.env: a.annotation for a in model.allocation if a.kind == "visible-env"}
+
+
 def runtime_env(model: AcceleratorModel, option: DeviceOption) -> dict[str, str]:
     """The vendor's runtime variables (the catalog's `runtime`) for a replica on `option`: the
     collective library and its torch backend, and the framework's device selection `0..n-1`
@@ -94,8 +100,7 @@ def runtime_env(model: AcceleratorModel, option: DeviceOption) -> dict[str, str]
         env["SUANPAN_COLLECTIVE"] = profile.collective
     if profile.torch_backend:
         env["SUANPAN_DIST_BACKEND"] = profile.torch_backend
-    passed = {a.env for a in model.allocation if a.kind == "visible-env"}
-    if profile.framework_devices and profile.framework_devices not in passed:
+    if profile.framework_devices and profile.framework_devices not in visible_env(model):
         env[profile.framework_devices] = ",".join(map(str, range(option.count)))
     return env
 
@@ -155,9 +160,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
             image = option.image
             model = catalog.get(option.flavor)
             if model is not None:
-                env_from = {
-                    a.env: a.annotation for a in model.allocation if a.kind == "visible-env"
-                }
+                env_from = visible_env(model)
                 vendor_env = runtime_env(model, option)
             if gang:
                 annotations |= {ann.GANG: gang, ann.GANG_SIZE: str(binding)}
