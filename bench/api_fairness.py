@@ -19,7 +19,14 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from bench.api_throughput import ADMIN, UNLIMITED, config_file, manifest, start_hubs
+from bench.api_throughput import (
+    ADMIN,
+    UNLIMITED,
+    config_file,
+    manifest,
+    member_token,
+    start_hubs,
+)
 from bench.results import Figure
 from federation.store import migrate
 from federation.store.embedded import EmbeddedPostgres
@@ -40,15 +47,6 @@ class Phase:
     def percentile(self, q: float) -> float:
         ordered = sorted(self.calm_ms)
         return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
-async def _member(session: aiohttp.ClientSession, url: str, tenant: str) -> str:
-    """A member token of a new tenant with queue `q` (what `manifest` submits to)."""
-    await session.post(url + "/v1/tenants", json={"name": tenant})
-    await session.post(url + f"/v1/tenants/{tenant}/queues", json={"name": "q"})
-    body = {"name": f"{tenant}-member", "role": "member", "tenant": tenant}
-    async with session.post(url + "/v1/tokens", json=body) as resp:
-        return str((await resp.json())["token"])
 
 
 async def _calm(url: str, token: str, stop: float) -> list[float]:
@@ -112,8 +110,8 @@ async def _hub_phases(db_url: str, config_text: str, prefix: str) -> dict[str, P
         url, procs = await start_hubs(db_url, 1, config)
     try:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
-            calm = await _member(s, url, f"{prefix}-calm")
-            flood = await _member(s, url, f"{prefix}-flood")
+            calm = await member_token(s, url, f"{prefix}-calm")
+            flood = await member_token(s, url, f"{prefix}-flood")
         return {"quiet": await _phase(url, calm, None), "flood": await _phase(url, calm, flood)}
     finally:
         for p in procs:

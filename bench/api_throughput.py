@@ -22,6 +22,7 @@ from typing import Any
 
 import aiohttp
 
+from bench.procs import cpu_seconds
 from bench.results import Figure
 from deploy.fleet import free_port
 from federation.store import migrate
@@ -65,21 +66,14 @@ def manifest(i: int) -> dict[str, Any]:
     }
 
 
-def _cpu_seconds(match: str) -> float:
-    """User+system CPU seconds of every process whose command line contains `match`."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if match not in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                continue
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+async def member_token(session: aiohttp.ClientSession, url: str, tenant: str) -> str:
+    """A member token of a new tenant with queue `q` (what `manifest` submits to), made with
+    the admin `session`."""
+    await session.post(url + "/v1/tenants", json={"name": tenant})
+    await session.post(url + f"/v1/tenants/{tenant}/queues", json={"name": "q"})
+    body = {"name": f"{tenant}-member", "role": "member", "tenant": tenant}
+    async with session.post(url + "/v1/tokens", json=body) as resp:
+        return str((await resp.json())["token"])
 
 
 async def wait_ready(url: str) -> None:
@@ -154,10 +148,10 @@ async def _batches(url: str, token: str) -> Figure:
 
 async def _round(url: str, token: str, clients: int, workers: int, suffix: str) -> list[Figure]:
     """Rate, p50 and p99 of `clients` submitting for DURATION_S, and CPU per submission."""
-    hub_cpu, db_cpu = _cpu_seconds("api.hub_cli"), _cpu_seconds("postgres: ")
+    hub_cpu, db_cpu = cpu_seconds("api.hub_cli"), cpu_seconds("postgres: ")
     n, lat = await _load(url, token, clients, DURATION_S)
-    hub_cpu = _cpu_seconds("api.hub_cli") - hub_cpu
-    db_cpu = _cpu_seconds("postgres: ") - db_cpu
+    hub_cpu = cpu_seconds("api.hub_cli") - hub_cpu
+    db_cpu = cpu_seconds("postgres: ") - db_cpu
     lat.sort()
     params = {
         "clients": clients,
@@ -214,12 +208,7 @@ async def _study(workers: int) -> list[Figure]:
     figures: list[Figure] = []
     try:
         async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
-            await s.post(url + "/v1/tenants", json={"name": "bench"})
-            await s.post(url + "/v1/tenants/bench/queues", json={"name": "q"})
-            async with s.post(
-                url + "/v1/tokens", json={"name": "b", "role": "member", "tenant": "bench"}
-            ) as r:
-                token = (await r.json())["token"]
+            token = await member_token(s, url, "bench")
         await _load(url, token, 4, 1.0)  # warm-up
         for clients in CONCURRENCY:
             figures += await _round(url, token, clients, workers, "")

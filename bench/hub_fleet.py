@@ -31,7 +31,8 @@ import aiohttp
 import sqlalchemy as sa
 import yaml
 
-from bench.api_throughput import ADMIN, _cpu_seconds, _load, wait_ready
+from bench.api_throughput import ADMIN, _load, member_token, wait_ready
+from bench.procs import cpu_seconds, matching, rss_mib
 from bench.results import Figure
 from deploy.fleet import free_port
 from deploy.local.kube import wait_for
@@ -139,29 +140,10 @@ async def _cycle_gaps(db: Database, since: float) -> list[float]:
     return [b - a for a, b in itertools.pairwise(stamps)]
 
 
-def _rss_mib(match: str) -> float:
-    """Resident memory of every process whose command line contains `match`."""
-    total_kib = 0
-    for proc in Path("/proc").iterdir():
-        try:
-            if not proc.name.isdigit() or match not in (proc / "cmdline").read_text():
-                continue
-            status = (proc / "status").read_text().splitlines()
-        except OSError:
-            continue
-        total_kib += sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
-    return total_kib / 1024
-
-
 async def _admin(url: str) -> tuple[str, list[str]]:
     """Tenant `bench` with queue `q`: a member token, and one agent token per cluster."""
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
-        await s.post(url + "/v1/tenants", json={"name": "bench"})
-        await s.post(url + "/v1/tenants/bench/queues", json={"name": "q"})
-        async with s.post(
-            url + "/v1/tokens", json={"name": "b", "role": "member", "tenant": "bench"}
-        ) as r:
-            member = (await r.json())["token"]
+        member = await member_token(s, url, "bench")
         agent_tokens = []
         for c in range(CLUSTERS):
             body = {"name": f"agent-c{c}", "role": "agent", "cluster": f"c{c}"}
@@ -229,9 +211,9 @@ async def _study(workdir: Path) -> list[Figure]:
         _, queued_before = await _queued(db)
         total_before = (await _queued(db))[0]
         since = time.time()
-        hub_cpu = _cpu_seconds("api.hub_cli")
+        hub_cpu = cpu_seconds("api.hub_cli")
         n, lat = await _load(url, member, 64, LOAD_S)
-        hub_cpu = _cpu_seconds("api.hub_cli") - hub_cpu
+        hub_cpu = cpu_seconds("api.hub_cli") - hub_cpu
         total_after, queued_after = await _queued(db)
         decided = (total_after - queued_after) - (total_before - queued_before)
         gaps = sorted(await _cycle_gaps(db, since))
@@ -240,7 +222,7 @@ async def _study(workdir: Path) -> list[Figure]:
             db_mib = (
                 await conn.scalar(sa.text("SELECT pg_database_size(current_database())"))
             ) / 2**20
-        rss = _rss_mib("api.hub_cli")
+        rss = sum(rss_mib(p) for p in matching("api.hub_cli"))
     finally:
         for p in [*agents, hub]:
             if p.returncode is None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import sqlalchemy as sa
 import yaml
 
+from bench.procs import rss_mib
 from bench.results import Figure
 from deploy.fleet import free_port, local_fleet
 from deploy.local.kube import wait_for
@@ -51,13 +52,6 @@ def _profile(path: Path, n: int) -> None:
     path.write_text(yaml.safe_dump(doc))
 
 
-def _rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) -> list[Figure]:
     profile = workdir / f"profile-{n}.yaml"
     _profile(profile, n)
@@ -89,7 +83,7 @@ async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) 
         async with db.connection() as conn:
             generation = await conn.scalar(sa.select(clusters.c.inventory_generation))
         await asyncio.sleep(2.0)  # steady state
-        rss = _rss_mib(agent.pid)
+        rss = rss_mib(Path(f"/proc/{agent.pid}"))
     finally:
         agent.terminate()
         await agent.wait()
