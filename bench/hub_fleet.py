@@ -32,6 +32,7 @@ import sqlalchemy as sa
 import yaml
 
 from bench.api_throughput import ADMIN, _load, member_token, wait_ready
+from bench.hub_loop import random_manifest
 from bench.procs import cpu_seconds, matching, rss_mib
 from bench.results import Figure
 from deploy.fleet import free_port
@@ -73,27 +74,8 @@ def _profile(path: Path) -> None:
 
 
 def _manifest(rng: random.Random, n: int) -> dict[str, Any]:
-    """A job of 1, 2 or 4 devices of one or two vendors, a fifth of them 2-replica gangs."""
-    accel = {
-        "count": rng.choice((1, 2, 4)),
-        "anyOf": [{"flavor": f} for f in rng.sample(FLAVORS, rng.choice((1, 2)))],
-    }
-    return {
-        "apiVersion": "suanpan.io/v1",
-        "kind": "Job",
-        "metadata": {"name": f"f{n}"},
-        "spec": {
-            "queue": "q",
-            "tasks": [
-                {
-                    "name": "w",
-                    "image": "img",
-                    "replicas": 2 if rng.random() < 0.2 else 1,
-                    "resources": {"cpu": "2", "memory": "8Gi", "accelerators": accel},
-                }
-            ],
-        },
-    }
+    """A job of 1, 2 or 4 whole devices of one or two of the fleet's vendors."""
+    return random_manifest(rng, n, FLAVORS, (1, 2, 4), shares=0.0)
 
 
 async def _queued(db: Database) -> tuple[int, int]:
@@ -114,7 +96,10 @@ async def _submit_batches(url: str, token: str, rng: random.Random, start: int) 
     async def one(session: aiohttp.ClientSession, first: int) -> None:
         nonlocal accepted
         items = [
-            {"idempotencyKey": f"fleet-{n}", "manifest": _manifest(rng, n)}
+            {
+                "idempotencyKey": f"fleet-{n}",
+                "manifest": random_manifest(rng, n, FLAVORS, (1, 2, 4), shares=0),
+            }
             for n in range(first, first + 1000)
         ]
         async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:

@@ -69,13 +69,22 @@ def _node(cluster: int, i: int) -> NodeInfo:
     )
 
 
-def _manifest(rng: random.Random, n: int) -> dict[str, Any]:
-    flavors = rng.sample(FLAVORS, rng.choice((1, 2)))
-    accel: dict[str, Any] = {"anyOf": [{"flavor": f} for f in flavors]}
-    if rng.random() < 0.1:
+def random_manifest(
+    rng: random.Random,
+    n: int,
+    flavors: tuple[str, ...] = FLAVORS,
+    counts: tuple[int, ...] = (1, 2, 4, 8),
+    shares: float = 0.1,
+) -> dict[str, Any]:
+    """Job `j<n>`: one or two acceptable `flavors`, a share of half a device with probability
+    `shares` else one of `counts` devices; a fifth of them 2-replica gangs."""
+    accel: dict[str, Any] = {
+        "anyOf": [{"flavor": f} for f in rng.sample(flavors, rng.choice((1, 2)))]
+    }
+    if rng.random() < shares:
         accel["fraction"] = 0.5
     else:
-        accel["count"] = rng.choice((1, 2, 4, 8))
+        accel["count"] = rng.choice(counts)
     return {
         "apiVersion": "suanpan.io/v1",
         "kind": "Job",
@@ -111,7 +120,7 @@ async def _fill(db: Database) -> None:
     for start in range(0, PENDING, 1000):
         async with db.transaction() as conn:
             for n in range(start, start + 1000):
-                manifest = JobManifest.model_validate(_manifest(rng, n))
+                manifest = JobManifest.model_validate(random_manifest(rng, n))
                 compiled = compile_job(catalog, manifest)
                 await job_store.submit(
                     conn,
