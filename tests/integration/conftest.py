@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +13,11 @@ from aiohttp.web_runner import BaseRunner
 
 from api.app import create_app
 from api.security import HubRunner
+from federation.store import jobs as job_store
+from federation.store import tenancy
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
+from federation.store.records import Queue, Tenant
 
 ADMIN_TOKEN = "sp_test_admin_token"
 
@@ -99,3 +103,33 @@ def job_manifest(name: str = "train", queue: str = "default", **spec: Any) -> di
     }
     body["spec"].update(spec)
     return body
+
+
+async def store_queue(db: Database) -> tuple[Tenant, Queue]:
+    """A fresh tenant with queue `q`, made in the store (for tests below the API)."""
+    async with db.transaction() as conn:
+        tenant = await tenancy.create_tenant(conn, f"t-{uuid.uuid4().hex[:8]}")
+        queue = await tenancy.create_queue(conn, tenant, "q", cohort=None, weight=1, quota={})
+    return tenant, queue
+
+
+def stored_job(
+    tenant: Tenant, queue: Queue, key: str | None = None, digest: str | None = None
+) -> job_store.NewJob:
+    """A minimal submission for the store (one task `w`, nothing compiled)."""
+    return job_store.NewJob(
+        tenant_id=tenant.id,
+        tenant=tenant.name,
+        queue_id=queue.id,
+        queue=queue.name,
+        name="j",
+        labels={},
+        spec={},
+        compiled={},
+        priority=0,
+        priority_class="normal",
+        preemptible=False,
+        tasks=[("w", 1)],
+        idempotency_key=key,
+        request_hash=digest,
+    )

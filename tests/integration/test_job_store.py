@@ -10,10 +10,11 @@ import sqlalchemy as sa
 
 from federation.errors import Conflict, IllegalTransition
 from federation.store import jobs as job_store
-from federation.store import migrate, tenancy
+from federation.store import migrate
 from federation.store.database import Database
 from federation.store.lifecycle import JOB_TRANSITIONS
 from federation.store.tables import events, jobs
+from tests.integration.conftest import store_queue, stored_job
 
 pytestmark = pytest.mark.integration
 
@@ -22,26 +23,9 @@ PAIRS = [(a, b) for a in STATES for b in STATES if a != b]
 
 
 async def _new_job(db: Database) -> uuid.UUID:
+    tenant, queue = await store_queue(db)
     async with db.transaction() as conn:
-        tenant = await tenancy.create_tenant(conn, f"t-{uuid.uuid4().hex[:8]}")
-        queue = await tenancy.create_queue(conn, tenant, "q", cohort=None, weight=1, quota={})
-        job, _ = await job_store.submit(
-            conn,
-            job_store.NewJob(
-                tenant_id=tenant.id,
-                tenant=tenant.name,
-                queue_id=queue.id,
-                queue=queue.name,
-                name="j",
-                labels={},
-                spec={},
-                compiled={},
-                priority=0,
-                priority_class="normal",
-                preemptible=False,
-                tasks=[("w", 1)],
-            ),
-        )
+        job, _ = await job_store.submit(conn, stored_job(tenant, queue))
     return job.id
 
 
