@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.auth import PRINCIPAL
 from api.logs import REQUEST_ID
 from api.problems import Handler
+from federation.aio import cancel_all
 from federation.k8s_names import DNS_LABEL
 from federation.metrics import REGISTRY
 from federation.store import audit
@@ -125,9 +126,7 @@ class AuditWriter:
     async def stop(self) -> None:
         """Stop the background task and write what is still queued."""
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_all([self._task])
         try:
             await self.flush()
         except DATABASE_DOWN:

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from federation.aio import cancel_all
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
 from federation.hubconfig import ConfigError, HubConfig, load_hub_config
@@ -163,9 +164,7 @@ async def schedule(
         await SchedulerLoop(db, load_catalog(), config=config, listener=listener).run(stop)
     finally:
         stop.set()
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await cancel_all(tasks)
         await listener.close()
         await db.close()
 

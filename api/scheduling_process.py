@@ -19,6 +19,7 @@ import tempfile
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+from federation.aio import cancel_all
 from federation.metrics import LOOP_REGISTRY, write_exposition
 
 log = logging.getLogger("suanpan.hub")
@@ -79,9 +80,7 @@ async def scheduling_process(url: str, args: list[str]) -> AsyncIterator[Callabl
         try:
             yield relayed_metrics(metrics)
         finally:
-            supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await supervisor
+            await cancel_all([supervisor])
 
 
 async def stdin_closed() -> None:

@@ -38,7 +38,7 @@ from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
-from federation.aio import sleep_unless_stopped
+from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.wire import annotations as ann
 from federation.wire.agent import (
@@ -279,9 +279,7 @@ class Agent:
                 if task in tasks and task.exception() is not None:
                     raise task.exception()  # type: ignore[misc]
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_all(tasks)
 
     # --- inventory -----------------------------------------------------------------------
 

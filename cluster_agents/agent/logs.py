@@ -17,7 +17,7 @@ import aiohttp
 from cluster_agents.agent.backend import ClusterBackend, LogError
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.agent.render import pod_name
-from federation.aio import sleep_unless_stopped
+from federation.aio import cancel_all, sleep_unless_stopped
 from federation.wire.logs import LogRequest
 
 log = logging.getLogger(__name__)
@@ -50,9 +50,7 @@ class LogStreamer:
                     self._streams.add(task)
                     task.add_done_callback(self._streams.discard)
         finally:
-            for task in list(self._streams):
-                task.cancel()
-            await asyncio.gather(*self._streams, return_exceptions=True)
+            await cancel_all(self._streams)
 
     async def stream(self, request: LogRequest) -> None:
         """Upload one request's log (or say why there is none)."""

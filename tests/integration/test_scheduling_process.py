@@ -20,11 +20,16 @@ pytestmark = pytest.mark.integration
 
 
 def _loop_children(hub: HubProcess) -> list[psutil.Process]:
-    return [
-        p
-        for p in psutil.Process(hub.proc.pid).children()
-        if "schedule" in p.cmdline() and "api.hub_cli" in p.cmdline()
-    ]
+    """The hub's live loop processes (a killed one not yet reaped is a zombie: not counted)."""
+    found = []
+    for p in psutil.Process(hub.proc.pid).children():
+        try:
+            command = p.cmdline()
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+        if "schedule" in command and "api.hub_cli" in command:
+            found.append(p)
+    return found
 
 
 def _leads(hub: HubProcess) -> bool:
