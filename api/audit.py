@@ -31,7 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from api.auth import PRINCIPAL
 from api.logs import REQUEST_ID
 from api.problems import Handler
-from federation.aio import cancel_all
+from federation.aio import sleep_unless_stopped
 from federation.k8s_names import DNS_LABEL
 from federation.metrics import REGISTRY
 from federation.store import audit
@@ -66,7 +66,7 @@ class AuditWriter:
         self.db = db
         self.keep = keep
         self._queue: deque[audit.AuditRecord] = deque()
-        self._wake = asyncio.Event()
+        self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
 
@@ -102,8 +102,8 @@ class AuditWriter:
         loop = asyncio.get_running_loop()
         pruned = 0.0
         failing = False
-        while True:
-            await asyncio.sleep(FLUSH_INTERVAL_S)
+        while not self._stop.is_set():
+            await sleep_unless_stopped(self._stop, FLUSH_INTERVAL_S)
             try:
                 await self.flush()
                 if loop.time() - pruned >= PRUNE_INTERVAL_S:
@@ -124,9 +124,11 @@ class AuditWriter:
         self._task = asyncio.create_task(self._run())
 
     async def stop(self) -> None:
-        """Stop the background task and write what is still queued."""
+        """Let the background task finish the batch it is writing (cancelling it there would
+        lose that batch), then write what is still queued."""
+        self._stop.set()
         if self._task is not None:
-            await cancel_all([self._task])
+            await self._task
         try:
             await self.flush()
         except DATABASE_DOWN:
