@@ -35,7 +35,7 @@ from federation.aio import sleep_unless_stopped
 from federation.k8s_names import DNS_LABEL
 from federation.metrics import REGISTRY
 from federation.store import audit
-from federation.store.database import DATABASE_DOWN, Database
+from federation.store.database import DATABASE_DOWN, Database, is_outage
 
 FLUSH_INTERVAL_S = 0.1
 PRUNE_INTERVAL_S = 600.0
@@ -93,6 +93,9 @@ class AuditWriter:
                 self._queue.extendleft(reversed(batch))
                 raise
             except SQLAlchemyError as exc:
+                if is_outage(exc):  # the connection was lost mid-insert: nothing was written
+                    self._queue.extendleft(reversed(batch))
+                    raise
                 DROPPED.inc(len(batch))
                 self.dropped += len(batch)
                 # never the error's text: it quotes the statement's parameters
@@ -110,7 +113,10 @@ class AuditWriter:
                     async with self.db.transaction() as conn:
                         await audit.prune(conn, datetime.now(UTC), self.keep)
                     pruned = loop.time()
-            except DATABASE_DOWN as exc:
+            except (SQLAlchemyError, *DATABASE_DOWN) as exc:
+                if not is_outage(exc):  # flush drops what is refused: only pruning gets here
+                    log.error("audit records not pruned: %s", type(exc).__name__)
+                    continue
                 if not failing:  # once an outage, not every interval
                     log.warning("audit records not written (%s); retrying", type(exc).__name__)
                 failing = True

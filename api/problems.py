@@ -14,7 +14,7 @@ from sqlalchemy import exc as sa_exc
 
 from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
 from federation.k8s_names import DNS_LABEL
-from federation.store.database import DATABASE_DOWN
+from federation.store.database import DATABASE_DOWN, is_outage
 from federation.validation import field_path
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
@@ -128,13 +128,10 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
             exc.status, exc.reason, exc.text or exc.reason, kinds.get(exc.status, "http"), allow
         )
     except DATABASE_DOWN as exc:
-        log.error("database unavailable on %s %s: %s", request.method, request.path, _kind(exc))
-        response = problem_response(
-            503, "Service unavailable", "the database does not answer; retry later", "unavailable"
-        )
-        response.headers["Retry-After"] = str(RETRY_AFTER_S)
-        return response
+        return _unavailable(request, exc)
     except sa_exc.StatementError as exc:
+        if is_outage(exc):  # the connection was lost in the middle of the statement
+            return _unavailable(request, exc)
         # never log the exception's text: it carries the statement's parameters (specs, env)
         log.error(
             "database statement failed on %s %s: %s\n%s%s",
@@ -148,6 +145,16 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return problem_response(500, "Internal error", "unexpected error; see hub logs", "internal")
+
+
+def _unavailable(request: web.Request, exc: BaseException) -> web.Response:
+    """503 with `Retry-After`: the database does not answer."""
+    log.error("database unavailable on %s %s: %s", request.method, request.path, _kind(exc))
+    response = problem_response(
+        503, "Service unavailable", "the database does not answer; retry later", "unavailable"
+    )
+    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
 
 
 def _challenge(request: web.Request) -> str:

@@ -24,6 +24,19 @@ DATABASE_DOWN = (
 )
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Whether `exc` says PostgreSQL cannot be reached now (not that it refused a statement):
+    one of `DATABASE_DOWN`, or SQLAlchemy's wrapper of a connection lost mid-statement."""
+    if isinstance(exc, DATABASE_DOWN):
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        driver = exc.orig
+        return exc.connection_invalidated or isinstance(
+            driver.__cause__ if driver is not None else None, DATABASE_DOWN
+        )
+    return False
+
+
 def async_url(url: str) -> str:
     """Return `url` with the asyncpg driver, whatever driver (if any) it names."""
     parsed = make_url(url)
