@@ -216,6 +216,11 @@ async def test_a_hub_outage_longer_than_the_lease_kills_nobodys_work(fleet: Flee
 
 async def test_a_4xx_is_permanent_and_unreachable_hubs_are_skipped(fleet: Fleet) -> None:
     await fleet.add_cluster("bj", "dc-beijing")
+
+    async def registered() -> bool:  # a lease is for a registered cluster: wait for its agent
+        return bool((await cluster(fleet, "bj"))["state"] == "Ready")
+
+    await wait_for("bj registered", registered, 30)
     dead = Proxy(fleet.port)  # never started: connections refused
     hub = HubApi([dead.url, fleet.url], fleet.tokens["bj"])
     with pytest.raises(HubUnavailable):
