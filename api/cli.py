@@ -106,7 +106,9 @@ async def _get(client: HubClient, args: argparse.Namespace) -> None:
             [
                 c["name"],
                 c["region"],
-                c["state"] + (" (cordoned)" if c["cordoned"] else ""),
+                c["state"]
+                + (" (cordoned)" if c["cordoned"] else "")
+                + ("" if c["accepted"] else " (not accepted)"),
                 f"{c['readyNodes']}/{c['nodes']}",
                 ", ".join(f"{f['flavor']}×{f['total']}" for f in c["flavors"]) or "-",
             ]

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from api import cli
 from api.app import create_app
 from cluster_agents.agent import credential
 from cluster_agents.agent.hub_client import HubApi
@@ -185,3 +186,19 @@ async def test_the_agent_waits_for_an_unreachable_hub_to_bootstrap(
     finally:
         await api.close()
         await proxy.close()
+
+
+async def test_the_cluster_list_says_which_clusters_wait_for_acceptance(
+    reg_hub: Hub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    credential = await _credential(reg_hub, "x")
+    await reg_hub.call("POST", "/v1/agent/register", credential, json={"cluster": "x"})
+    args = ["--hub", str(reg_hub.client.make_url("")), "--token", ADMIN_TOKEN, "get", "clusters"]
+
+    async def listed() -> str:
+        assert await cli._run(cli.parser().parse_args(args)) == 0
+        return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("x "))
+
+    assert "(not accepted)" in await listed()
+    await reg_hub.call("POST", "/v1/clusters/x/accept")
+    assert "(not accepted)" not in await listed()
