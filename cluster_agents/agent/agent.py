@@ -60,7 +60,7 @@ class AgentConfig:
     """Identity of the cluster and the agent's pacing."""
 
     cluster: str
-    namespace: str = "suanpan"
+    namespace: str = "suanpan"  # prefix of the tenant namespaces (`tenant_namespace`)
     region: str = ""
     zone: str = ""
     labels: dict[str, str] = field(default_factory=dict)

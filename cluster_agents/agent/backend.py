@@ -44,11 +44,12 @@ class PodSpec:
     """A pod the agent wants in the cluster (rendered from an assignment)."""
 
     name: str
-    namespace: str
+    namespace: str  # the tenant's (`federation.k8s_names.tenant_namespace`)
     job: str  # job id
     epoch: int
     task: str
     replica: int
+    tenant: str
     template: PodTemplate  # the user's pod; what follows is Suanpan's, merged into it
     container: str  # the template's container that gets `image`, `requests` and devices
     image: str

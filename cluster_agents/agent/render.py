@@ -15,6 +15,7 @@ import json
 from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
 from federation.catalog import AcceleratorModel, Catalog
 from federation.compiled import DeviceOption
+from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
 
@@ -121,8 +122,9 @@ def cpu_only_exclusions(catalog: Catalog) -> tuple[NodeExclusion, ...]:
     )
 
 
-def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[PodSpec]:
-    """The pods of an Active assignment, every replica of every task.
+def render(assignment: Assignment, prefix: str, catalog: Catalog) -> list[PodSpec]:
+    """The pods of an Active assignment, every replica of every task, in the tenant's
+    namespace (`tenant_namespace(prefix, tenant)`).
 
     The agent's `catalog` adds what only the cluster side knows: how the vendor's plugin learns
     the extender's devices (a visible-devices variable read from the bind's annotation) and
@@ -135,6 +137,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
     replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`.
     """
     job = str(assignment.job)
+    namespace = tenant_namespace(prefix, assignment.tenant)
     hints = {(h.task, h.replica): h for h in assignment.hints}
     gang = f"{job}-e{assignment.epoch}" if assignment.gang and assignment.replicas > 1 else ""
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
@@ -179,6 +182,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                 PodSpec(
                     name=name,
                     namespace=namespace,
+                    tenant=assignment.tenant,
                     job=job,
                     epoch=assignment.epoch,
                     task=task.name,

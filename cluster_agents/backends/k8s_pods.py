@@ -32,6 +32,7 @@ class ManagedPod:
     """A pod Suanpan created, with the reason its own status gives."""
 
     name: str
+    namespace: str
     job: str
     epoch: int
     task: str
@@ -129,6 +130,7 @@ def managed_pod(pod: Mapping[str, Any]) -> ManagedPod | None:
     reason, message = _reason(status)
     return ManagedPod(
         name=meta.get("name", ""),
+        namespace=meta.get("namespace", ""),
         job=labels.get(ann.JOB_LABEL, ""),
         epoch=_int(labels.get(ann.EPOCH_LABEL)),
         task=labels.get(ann.TASK_LABEL, ""),

@@ -24,13 +24,15 @@ from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import wait_for
 from deploy.local.processes import free_ports
 from federation.hubconfig import HubConfig, RetryPolicy
+from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
 from tests.e2e.conftest import K8sEnvFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 ADMIN = "sp_e2e_admin"
-NS = "suanpan-fed"
+NS = "suanpan-fed"  # the agents' prefix
+ACME = tenant_namespace(NS, "acme")  # where the member token's pods run
 EXTENDER = Path(sys.executable).with_name("suanpan-extender")
 BEIJING, SHANGHAI = "dc-beijing", "dc-shanghai"
 
@@ -101,7 +103,7 @@ class World:
     async def pods(self, cluster: str, job_id: str) -> list[dict[str, Any]]:
         async with self.cluster(cluster).client() as client:
             listed = await client.get(
-                f"/api/v1/namespaces/{NS}/pods?labelSelector={ann.JOB_LABEL}%3D{job_id}"
+                f"/api/v1/namespaces/{ACME}/pods?labelSelector={ann.JOB_LABEL}%3D{job_id}"
             )
         return list(listed["items"])
 
@@ -372,7 +374,7 @@ async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world
     """Done-when of issue 10 part 1-2: ConfigMap, Secret and a statically bound PVC mounted, a
     secret in env; both pods bound through the extender; the headless Service's EndpointSlice
     lists both; each pod's env has its rank, the world size and the master's address."""
-    ns, pv = f"/api/v1/namespaces/{NS}", f"fed-data-{NS}"
+    ns, pv = f"/api/v1/namespaces/{ACME}", f"fed-data-{ACME}"
     async with world.cluster(BEIJING).client() as client:
         await client.post(f"{ns}/configmaps", {"metadata": {"name": "cfg"}, "data": {"a": "1"}})
         await client.post(f"{ns}/secrets", {"metadata": {"name": "hf"}, "stringData": {"t": "s"}})
@@ -459,7 +461,7 @@ async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world
 
         async def listed_both() -> bool:
             slices = await client.get(
-                f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
+                f"/apis/discovery.k8s.io/v1/namespaces/{ACME}/endpointslices"
                 f"?labelSelector=kubernetes.io%2Fservice-name%3D{service}"
             )
             names = {

@@ -96,7 +96,7 @@ def test_pod_from_rendered_assignment() -> None:
         "kind": "Pod",
         "metadata": {
             "name": "sp-0f5c2a8e-e3-worker-1",
-            "namespace": "suanpan",
+            "namespace": "suanpan-t",  # the tenant's
             "labels": {
                 "suanpan.io/managed": "true",
                 "suanpan.io/job": JOB,
