@@ -40,6 +40,7 @@ class ClusterCache:
     def __init__(self, catalog: Catalog, prefix: str) -> None:
         self.catalog = catalog
         self.prefix = prefix
+        self._addresses = catalog.device_address_annotations()
         self.changed = asyncio.Event()
         self.node_store = Store(self._replace_nodes, self._upsert_node, self._remove_node)
         self.pod_store = Store(self._replace_pods, self.upsert_pod, self._remove_pod)
@@ -121,7 +122,7 @@ class ClusterCache:
         self._pods[key] = info
         if not in_tenant_namespace(self.prefix, key[0]):
             return old, False
-        managed = managed_pod(pod)
+        managed = managed_pod(pod, self._addresses)
         before = self._managed.pop(key[1], None)
         if managed is not None:
             self._managed[key[1]] = managed

@@ -34,6 +34,7 @@ from kubernetes_asyncio.client import (
 from prometheus_client import CollectorRegistry
 
 from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus
+from cluster_agents.agent.ranktable import INITIALIZING, RankTableMount
 from cluster_agents.backends.k8s_cache import ClusterCache
 from cluster_agents.backends.k8s_render import (
     owner_name,
@@ -41,6 +42,7 @@ from cluster_agents.backends.k8s_render import (
     render_owner,
     render_pod,
     render_priority_class,
+    render_rank_table,
     render_service,
 )
 from cluster_agents.kube.api import JSON, KubeAPIError, call
@@ -198,6 +200,18 @@ class KubernetesBackend:
         managed = [m for m in map(self._cache.managed, names) if m is not None]
         await self._each(self._ungate(m.namespace, m.name) for m in managed)
 
+    async def write_rank_table(self, namespace: str, mount: RankTableMount, content: str) -> None:
+        """Merge-patch the rank table's file (the kubelet refreshes mounted copies); gone
+        (404: the placement is being torn down) is fine."""
+        await self._call(
+            self._core.patch_namespaced_config_map,
+            mount.config_map,
+            namespace,
+            {"data": {mount.key: content}},
+            accept=(404,),
+            _content_type="application/merge-patch+json",
+        )
+
     # --- helpers -------------------------------------------------------------------------
 
     async def pod_logs(
@@ -306,6 +320,12 @@ class KubernetesBackend:
             service = render_service(specs[0], owner)
             await self._call(
                 self._core.create_namespaced_service, namespace, service, accept=(409,)
+            )
+        mounting = next((s for s in specs if s.rank_table is not None), None)
+        if mounting is not None and mounting.rank_table is not None:
+            body = render_rank_table(mounting, mounting.rank_table, owner, INITIALIZING)
+            await self._call(
+                self._core.create_namespaced_config_map, namespace, body, accept=(409,)
             )
         await self._each(self._create_pod(render_pod(spec, owner)) for spec in specs)
 

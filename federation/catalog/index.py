@@ -72,6 +72,15 @@ class Catalog:
         """
         return self._managed
 
+    def device_address_annotations(self) -> frozenset[str]:
+        """The pod annotations in which device plugins give the bound devices' addresses (the
+        rank-table profiles' `device_annotation`)."""
+        return frozenset(
+            table.device_annotation
+            for model in self.models.values()
+            if (table := model.runtime.rank_table) is not None and table.device_annotation
+        )
+
     def accelerator_node_labels(self) -> dict[str, frozenset[str]]:
         """Labels that mark a node as carrying a catalog accelerator: key -> values (empty:
         any value). Our discovery's vendor label, every model's product and memory labels, and
