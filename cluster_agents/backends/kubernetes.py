@@ -19,11 +19,9 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Ite
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import (
     ApiClient,
     ApiException,
-    Configuration,
     CoreV1Api,
     SchedulingV1Api,
     V1Namespace,
@@ -46,6 +44,7 @@ from cluster_agents.backends.k8s_render import (
     render_service,
 )
 from cluster_agents.kube.api import JSON, KubeAPIError, call
+from cluster_agents.kube.client import connect
 from cluster_agents.kube.metrics import BackendMetrics
 from cluster_agents.kube.watch import Reflector
 from federation.catalog import Catalog
@@ -92,14 +91,7 @@ class KubernetesBackend:
 
     async def start(self) -> None:
         """Connect, list nodes and pods, start watching."""
-        configuration = Configuration()
-        if self.kubeconfig is None:
-            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await kube_config.load_kube_config(
-                config_file=self.kubeconfig, client_configuration=configuration
-            )
-        self._api = ApiClient(configuration)
+        self._api = await connect(self.kubeconfig)
         try:
             core = self._core
             self.watches = {
