@@ -271,10 +271,18 @@ class KubernetesBackend:
             )
 
     async def _ensure_namespace(self, name: str, tenant: str) -> None:
-        """Create a tenant's namespace, labelled as Suanpan's, unless it exists."""
+        """Create a tenant's namespace labelled as Suanpan's; one that exists (an operator
+        provisioned the tenant's data in it first) gets the labels added."""
         labels = {ann.MANAGED_LABEL: "true", ann.TENANT_LABEL: tenant}
         body = V1Namespace(metadata=V1ObjectMeta(name=name, labels=labels))
-        await self._call(self._core.create_namespace, body, accept=(409,))
+        status, _ = await self._call(self._core.create_namespace, body, accept=(409,))
+        if status == 409:
+            await self._call(
+                self._core.patch_namespace,
+                name,
+                {"metadata": {"labels": labels}},
+                _content_type="application/merge-patch+json",
+            )
         self._namespaces.add(name)
 
     async def _ensure_priority_class(self, name: str, value: int) -> None:

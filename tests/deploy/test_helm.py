@@ -145,10 +145,12 @@ def test_member_defaults(helm_bin: Path, tmp_path: Path) -> None:
     assert _env(agent) == {
         "SUANPAN_AGENT_TOKEN": {"secretKeyRef": {"name": "suanpan-agent", "key": "token"}}
     }
-    assert not any(kind in ("Namespace", "Role") for kind, _ in objs)  # the agent makes them
+    assert not any(kind == "Namespace" for kind, _ in objs)  # the agent makes tenants' own
+    assert ("Role", "suanpan-member-agent") not in objs  # its writes are cluster-wide
     rules = objs[("ClusterRole", "suanpan-member-agent")]["rules"]
     granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
-    assert {("namespaces", "create"), ("pods", "patch"), ("configmaps", "patch")} <= granted
+    assert {("namespaces", "create"), ("namespaces", "patch"), ("pods", "patch")} <= granted
+    assert ("configmaps", "patch") in granted
     assert ("pods/log", "get") in granted
     assert ("Secret", "suanpan-member-agent-token") not in objs  # the operator's Secret is used
 

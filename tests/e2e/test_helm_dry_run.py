@@ -146,11 +146,16 @@ RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "Ro
 EXPECTED_ACCESS = [
     ("agent", "list", "nodes", None, True),
     ("agent", "watch", "pods", None, True),
-    ("agent", "get", "namespaces/suanpan", None, True),
+    ("agent", "create", "namespaces", None, True),  # tenant namespaces, and their labels
+    ("agent", "patch", "namespaces", None, True),
+    ("agent", "delete", "namespaces", None, False),
     ("agent", "create", "priorityclasses.scheduling.k8s.io", None, True),
-    ("agent", "create", "pods", "suanpan", True),
-    ("agent", "delete", "configmaps", "suanpan", True),
-    ("agent", "create", "pods", "default", False),
+    ("agent", "create", "pods", "suanpan-acme", True),
+    ("agent", "patch", "pods", "suanpan-acme", True),  # lifts gang gates
+    ("agent", "delete", "configmaps", "suanpan-acme", True),
+    ("agent", "patch", "configmaps", "suanpan-acme", True),  # rank tables
+    ("agent", "get", "pods --subresource=log", "suanpan-acme", True),
+    ("agent", "get", "secrets", "suanpan-acme", False),  # never the tenants' secrets
     ("agent", "delete", "nodes", None, False),
     ("scheduler", "create", "pods --subresource=binding", "suanpan", True),
     ("scheduler", "watch", "nodes", None, True),

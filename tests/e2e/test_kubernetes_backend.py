@@ -525,8 +525,13 @@ async def test_runs_with_the_rbac_of_the_manifest(cluster: ClusterState, tmp_pat
         job = job_id()
         tenant = tenant_namespace(workloads, "t")
         specs = [replace(spec(job, r, CPU_NODE), namespace=tenant) for r in range(2)]
+        async with cluster.client() as client:  # provisioned by an operator, unlabelled
+            await client.post("/api/v1/namespaces", {"metadata": {"name": tenant}})
         await asyncio.gather(agent.create_pods(specs), agent.create_pods(specs))  # 409 paths
         await eventually(lambda: len(pods_of(agent, job)) == 2, "pods created by the agent")
+        async with cluster.client() as client:
+            labels = (await client.get(f"/api/v1/namespaces/{tenant}"))["metadata"]["labels"]
+        assert (labels[ann.MANAGED_LABEL], labels[ann.TENANT_LABEL]) == ("true", "t")
         await agent.delete_pods([s.name for s in specs], 0)
         await eventually(lambda: not pods_of(agent, job), "pods deleted by the agent")
     finally:
