@@ -155,11 +155,14 @@ async def agent_status(call: Call) -> Reply:
     """Apply status updates in order; replays and stale epochs change nothing."""
     assert call.who.cluster_id is not None
     counts = {"applied": 0, "duplicate": 0, "stale": 0}
-    async with ctx(call.request).db.transaction() as conn:
-        await agents.heartbeat(conn, call.who.cluster_id)
-        for update in call.body_as(StatusReport).updates:
-            outcome = await agents.apply_status(
-                conn, call.who.cluster_id, update, ctx(call.request).config.retry
-            )
+    hub = ctx(call.request)
+    async with hub.db.transaction() as conn:
+        updates = call.body_as(StatusReport).updates
+        for outcome in await agents.apply_statuses(
+            conn, call.who.cluster_id, updates, hub.config.retry
+        ):
             counts[outcome.kind] += 1
+        await agents.heartbeat(
+            conn, call.who.cluster_id
+        )  # last: the cluster's row lock held briefly
     return Reply(200, StatusAck(**counts))

@@ -9,17 +9,17 @@ with a new version, and an event written beside it in the caller's transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, IllegalTransition, NotFound
-from federation.store.events import add_event
+from federation.store.events import NewEvent, add_event, add_events
 from federation.store.listener import PLACEMENTS, notify
 from federation.store.tables import clusters, jobs, placements
 
@@ -51,6 +51,8 @@ CLUSTER_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "NotReady": frozenset({"Ready", "Offline"}),
     "Offline": frozenset({"Ready"}),
 }
+
+_UUIDS = ARRAY(UUID(as_uuid=True))
 
 _TABLES = {
     "job": JOB_TRANSITIONS,
@@ -145,14 +147,128 @@ async def move_job(
     return str(row.state)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One transition of a job: its target, and the reason, message and data of its event."""
+
+    target: str
+    reason: str
+    message: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """What one job, read under its row lock in `state` at `version`, goes through: `steps`
+    in order, then its own columns. `reason` is the job's reason (a sentence for explain; None:
+    the last step's); `before` are events of no transition, written ahead of the steps'."""
+
+    job_id: uuid.UUID
+    version: int
+    state: str
+    steps: Sequence[Step] = ()
+    reason: str | None = None
+    before: Sequence[NewEvent] = ()
+    clear_cluster: bool = False
+    pending_reasons: Mapping[str, Any] | None = None
+    placement_failures: int | None = None
+    not_before_s: float | None = None  # no re-placement for this long from now
+
+
+_CHANGE = sa.text(
+    """
+    UPDATE jobs SET
+        state = v.state,
+        reason = coalesce(v.reason, jobs.reason),
+        version = jobs.version + v.steps,
+        updated_at = CASE WHEN v.steps > 0 THEN now() ELSE jobs.updated_at END,
+        started_at = CASE WHEN v.started THEN coalesce(jobs.started_at, now())
+                          ELSE jobs.started_at END,
+        finished_at = CASE WHEN v.finished THEN now() ELSE jobs.finished_at END,
+        cluster_id = CASE WHEN v.clear_cluster THEN NULL ELSE jobs.cluster_id END,
+        pending_reasons = coalesce(v.pending_reasons, jobs.pending_reasons),
+        placement_failures = coalesce(v.placement_failures, jobs.placement_failures),
+        not_before = CASE WHEN v.not_before_s IS NULL THEN jobs.not_before
+                          ELSE now() + make_interval(secs => v.not_before_s) END
+    FROM jsonb_to_recordset(:items) AS v(
+        id uuid, version int, state text, reason text, steps int, started boolean,
+        finished boolean, clear_cluster boolean, pending_reasons jsonb, placement_failures int,
+        not_before_s float8)
+    WHERE jobs.id = v.id AND jobs.version = v.version
+    RETURNING jobs.id
+    """
+).bindparams(sa.bindparam("items", type_=JSONB))
+
+
+def _change_row(change: JobChange) -> dict[str, Any]:
+    state = change.state
+    for step in change.steps:
+        state = transition("job", state, step.target)
+    reason = change.reason
+    if reason is None and change.steps:
+        reason = change.steps[-1].reason
+    row: dict[str, Any] = {
+        "id": str(change.job_id),
+        "version": change.version,
+        "state": state,
+        "reason": reason[:2000] if reason is not None else None,
+        "steps": len(change.steps),
+        "started": any(s.target == "Running" for s in change.steps),
+        "finished": any(s.target in TERMINAL_JOB_STATES for s in change.steps),
+        "clear_cluster": change.clear_cluster,
+        "placement_failures": change.placement_failures,
+        "not_before_s": change.not_before_s,
+    }
+    if change.pending_reasons is not None:  # absent, not JSON null: the column keeps its value
+        row["pending_reasons"] = dict(change.pending_reasons)
+    return row
+
+
+def _step_events(change: JobChange) -> list[NewEvent]:
+    out = list(change.before)
+    state = change.state
+    for step in change.steps:
+        out.append(
+            NewEvent(
+                kind="Job",
+                reason=step.reason,
+                message=step.message or f"{state} → {step.target}",
+                job_id=change.job_id,
+                data={"from": state, "to": step.target, **dict(step.data)},
+            )
+        )
+        state = step.target
+    return out
+
+
+async def change_jobs(conn: AsyncConnection, changes: Sequence[JobChange]) -> None:
+    """Apply many jobs' changes in two statements (their rows, then their events), each
+    transition checked against the lifecycle and each row against the version it was read at
+    (the caller holds the rows' locks: a moved version is a Conflict)."""
+    if not changes:
+        return
+    rows = [_change_row(c) for c in changes]
+    written = await conn.execute(_CHANGE, {"items": rows})
+    missing = {c.job_id for c in changes} - {r.id for r in written}
+    if missing:
+        raise Conflict(f"{len(missing)} jobs changed meanwhile (e.g. {next(iter(missing))})")
+    await add_events(conn, [e for c in changes for e in _step_events(c)])
+
+
 # --- placements ---------------------------------------------------------------------------
 
 
-async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
-    """Mark the job's active placements released, with a new revision so agents notice."""
+async def release_placements(conn: AsyncConnection, *job_ids: uuid.UUID) -> None:
+    """Mark the jobs' active placements released (one statement, however many jobs), with a
+    new revision so agents notice."""
+    if not job_ids:
+        return
     released = await conn.execute(
         sa.update(placements)
-        .where(placements.c.job_id == job_id, placements.c.state == "Active")
+        .where(
+            placements.c.job_id == sa.any_(sa.bindparam("ids", list(job_ids), type_=_UUIDS)),
+            placements.c.state == "Active",
+        )
         .values(
             state=transition("placement", "Active", "Released"),
             released_at=sa.func.now(),
