@@ -81,7 +81,7 @@ async def agent_lease(call: Call) -> Reply:
     its kube-apiserver: one that does not gets no new work, and is lost after the lease."""
     assert call.who.cluster_id is not None
     hub = ctx(call.request)
-    async with hub.db.transaction() as conn:
+    async with hub.db.connection() as conn:  # one statement: its own transaction
         await agents.heartbeat(conn, call.who.cluster_id, call.body_as(LeaseRenewal))
     health = hub.config.health
     return Reply(200, LeaseReply(lease_s=health.offline_after_s, renew_s=health.renew_s))
@@ -126,7 +126,7 @@ async def agent_assignments(call: Call) -> Reply:
     q = call.query_as(AssignmentQuery)
     hub = ctx(call.request)
     deadline = time.monotonic() + q.wait
-    async with hub.db.transaction() as conn:
+    async with hub.db.connection() as conn:
         await agents.heartbeat(conn, cluster_id)
     while True:
         async with hub.db.transaction() as conn:
@@ -156,13 +156,12 @@ async def agent_status(call: Call) -> Reply:
     assert call.who.cluster_id is not None
     counts = {"applied": 0, "duplicate": 0, "stale": 0}
     hub = ctx(call.request)
+    async with hub.db.connection() as conn:
+        await agents.heartbeat(conn, call.who.cluster_id)
     async with hub.db.transaction() as conn:
         updates = call.body_as(StatusReport).updates
         for outcome in await agents.apply_statuses(
             conn, call.who.cluster_id, updates, hub.config.retry
         ):
             counts[outcome.kind] += 1
-        await agents.heartbeat(
-            conn, call.who.cluster_id
-        )  # last: the cluster's row lock held briefly
     return Reply(200, StatusAck(**counts))

@@ -84,7 +84,9 @@ async def heartbeat(
     conn: AsyncConnection, cluster_id: uuid.UUID, renewal: LeaseRenewal | None = None
 ) -> None:
     """Note that the cluster's agent is alive, and with a lease renewal whether it reaches its
-    kube-apiserver (a NotReady cluster becomes Ready again when it does)."""
+    kube-apiserver (a NotReady cluster becomes Ready again when it does). One statement: on an
+    autocommit connection it is its own transaction, holding the cluster's row only while it
+    runs."""
     reach = {}
     if renewal is not None:
         reach["problem"] = None if renewal.apiserver_reachable else renewal.problem or "unreachable"
@@ -110,14 +112,20 @@ def _node_row(cluster_id: uuid.UUID, n: Any, generation: int) -> dict[str, Any]:
     }
 
 
+_INVENTORY_LOCK = sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+
+
 async def apply_inventory(
     conn: AsyncConnection, cluster_id: uuid.UUID, report: InventoryReport
 ) -> InventoryAck:
-    """Store a full snapshot or an in-order delta; a gap in generations asks for a resync."""
+    """Store a full snapshot or an in-order delta; a gap in generations asks for a resync.
+
+    Reports of one cluster are serialized by a transaction-scoped advisory lock, not the
+    cluster's row lock: a full snapshot takes a while to write, and lease renewals (which lock
+    that row) must not wait for it; the row is updated last, just before the commit."""
+    await conn.execute(_INVENTORY_LOCK, {"key": f"inventory:{cluster_id}"})
     current = await conn.scalar(
-        sa.select(clusters.c.inventory_generation)
-        .where(clusters.c.id == cluster_id)
-        .with_for_update()
+        sa.select(clusters.c.inventory_generation).where(clusters.c.id == cluster_id)
     )
     if current is None:
         raise NotFound("cluster", str(cluster_id))
@@ -395,7 +403,7 @@ async def _lock(
             jobs.c.cluster_id == cluster_id,
         )
         .order_by(jobs.c.id)
-        .with_for_update()
+        .with_for_update(key_share=True)
     )
     return {
         r.id: _Locked(r.state, r.version, r.epoch, r.reason, r.placement_failures) for r in rows

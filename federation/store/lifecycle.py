@@ -110,7 +110,13 @@ async def move_job(
     """Move a job to `target` under a row lock, checking the lifecycle and the version;
     return the state it came from. `reason` names the event; the job's own reason is `note`
     (a sentence for explain) when given, else `reason`."""
-    query = sa.select(jobs.c.state, jobs.c.version).where(jobs.c.id == job_id).with_for_update()
+    query = (
+        sa.select(jobs.c.state, jobs.c.version)
+        .where(jobs.c.id == job_id)
+        .with_for_update(
+            key_share=True  # FOR NO KEY UPDATE: inserts that only reference the job do not wait
+        )
+    )
     if tenant_id is not None:
         query = query.where(jobs.c.tenant_id == tenant_id)
     row = (await conn.execute(query)).one_or_none()
@@ -284,6 +290,7 @@ async def release_placements(conn: AsyncConnection, *job_ids: uuid.UUID) -> None
 
 
 _UNSET: Any = object()
+_MAY_BECOME_READY = tuple(s for s, nxt in CLUSTER_TRANSITIONS.items() if "Ready" in nxt)
 
 
 async def cluster_alive(
@@ -298,16 +305,16 @@ async def cluster_alive(
     reachable; absent: unchanged). It becomes Ready (from Pending only when `registering`)
     unless its apiserver is unreachable; return the state it was in (None: no such cluster, or
     never registered)."""
-    row = (
-        await conn.execute(
-            sa.select(clusters.c.state, clusters.c.apiserver_problem)
-            .where(clusters.c.id == cluster_id)
-            .with_for_update()
-        )
-    ).one_or_none()
-    if row is None or (row.state == "Pending" and not registering):
-        return None
+    # One statement (its row lock lasts only while it runs, not across round trips): the
+    # cluster's row as it was, locked, and the update computed from it.
+    old = (
+        sa.select(clusters.c.id, clusters.c.state, clusters.c.apiserver_problem)
+        .where(clusters.c.id == cluster_id)
+        .with_for_update(key_share=True)  # no wait behind rows that only reference it
+        .cte("old")
+    )
     changes: dict[str, Any] = {"last_heartbeat": sa.func.now(), **values}
+    reachable: Any = old.c.apiserver_problem.is_(None)
     if problem is not _UNSET:
         changes["apiserver_problem"] = problem[:512] if problem is not None else None
         changes["unreachable_since"] = (
@@ -315,12 +322,17 @@ async def cluster_alive(
             if problem is None
             else sa.func.coalesce(clusters.c.unreachable_since, sa.func.now())
         )
-    reachable = (row.apiserver_problem if problem is _UNSET else problem) is None
-    if row.state != "Ready" and (reachable or row.state == "Pending"):
-        changes["state"] = transition("cluster", row.state, "Ready")
-        changes["version"] = clusters.c.version + 1
-    await conn.execute(sa.update(clusters).where(clusters.c.id == cluster_id).values(**changes))
-    return str(row.state)
+        reachable = sa.true() if problem is None else sa.false()
+    ready = sa.and_(old.c.state.in_(_MAY_BECOME_READY), sa.or_(reachable, old.c.state == "Pending"))
+    changes["state"] = sa.case((ready, "Ready"), else_=clusters.c.state)
+    changes["version"] = clusters.c.version + sa.case((ready, 1), else_=0)
+    heard = [clusters.c.id == old.c.id]
+    if not registering:
+        heard.append(old.c.state != "Pending")
+    was = await conn.scalar(
+        sa.update(clusters).where(*heard).values(**changes).returning(old.c.state)
+    )
+    return str(was) if was is not None else None
 
 
 async def cluster_revoked(conn: AsyncConnection, cluster_id: uuid.UUID) -> str:
@@ -328,7 +340,9 @@ async def cluster_revoked(conn: AsyncConnection, cluster_id: uuid.UUID) -> str:
     never registered; return the state it was in."""
     state = str(
         await conn.scalar(
-            sa.select(clusters.c.state).where(clusters.c.id == cluster_id).with_for_update()
+            sa.select(clusters.c.state)
+            .where(clusters.c.id == cluster_id)
+            .with_for_update(key_share=True)
         )
     )
     if state in ("Ready", "NotReady"):
