@@ -81,7 +81,7 @@ async def agent_lease(call: Call) -> Reply:
     its kube-apiserver: one that does not gets no new work, and is lost after the lease."""
     assert call.who.cluster_id is not None
     hub = ctx(call.request)
-    async with hub.db.transaction() as conn:
+    async with hub.db.connection() as conn:  # one statement: its own transaction
         await agents.heartbeat(conn, call.who.cluster_id, call.body_as(LeaseRenewal))
     health = hub.config.health
     return Reply(200, LeaseReply(lease_s=health.offline_after_s, renew_s=health.renew_s))
@@ -126,7 +126,7 @@ async def agent_assignments(call: Call) -> Reply:
     q = call.query_as(AssignmentQuery)
     hub = ctx(call.request)
     deadline = time.monotonic() + q.wait
-    async with hub.db.transaction() as conn:
+    async with hub.db.connection() as conn:
         await agents.heartbeat(conn, cluster_id)
     while True:
         async with hub.db.transaction() as conn:
@@ -155,11 +155,13 @@ async def agent_status(call: Call) -> Reply:
     """Apply status updates in order; replays and stale epochs change nothing."""
     assert call.who.cluster_id is not None
     counts = {"applied": 0, "duplicate": 0, "stale": 0}
-    async with ctx(call.request).db.transaction() as conn:
+    hub = ctx(call.request)
+    async with hub.db.connection() as conn:
         await agents.heartbeat(conn, call.who.cluster_id)
-        for update in call.body_as(StatusReport).updates:
-            outcome = await agents.apply_status(
-                conn, call.who.cluster_id, update, ctx(call.request).config.retry
-            )
+    async with hub.db.transaction() as conn:
+        updates = call.body_as(StatusReport).updates
+        for outcome in await agents.apply_statuses(
+            conn, call.who.cluster_id, updates, hub.config.retry
+        ):
             counts[outcome.kind] += 1
     return Reply(200, StatusAck(**counts))

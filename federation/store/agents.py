@@ -7,10 +7,13 @@ agent can never touch another cluster's rows.
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -18,8 +21,15 @@ from federation.compiled import CompiledJob
 from federation.errors import Forbidden, NotFound
 from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
 from federation.spec import FailoverPolicy
-from federation.store.events import add_event
-from federation.store.lifecycle import cluster_alive, may_move, move_job, release_placements
+from federation.store.events import NewEvent, add_event
+from federation.store.lifecycle import (
+    JobChange,
+    Step,
+    change_jobs,
+    cluster_alive,
+    may_move,
+    release_placements,
+)
 from federation.store.tables import clusters, devices, jobs, nodes, placements, tenants
 from federation.wire.agent import (
     Assignment,
@@ -74,7 +84,9 @@ async def heartbeat(
     conn: AsyncConnection, cluster_id: uuid.UUID, renewal: LeaseRenewal | None = None
 ) -> None:
     """Note that the cluster's agent is alive, and with a lease renewal whether it reaches its
-    kube-apiserver (a NotReady cluster becomes Ready again when it does)."""
+    kube-apiserver (a NotReady cluster becomes Ready again when it does). One statement: on an
+    autocommit connection it is its own transaction, holding the cluster's row only while it
+    runs."""
     reach = {}
     if renewal is not None:
         reach["problem"] = None if renewal.apiserver_reachable else renewal.problem or "unreachable"
@@ -100,14 +112,20 @@ def _node_row(cluster_id: uuid.UUID, n: Any, generation: int) -> dict[str, Any]:
     }
 
 
+_INVENTORY_LOCK = sa.text("SELECT pg_advisory_xact_lock(hashtextextended(:key, 0))")
+
+
 async def apply_inventory(
     conn: AsyncConnection, cluster_id: uuid.UUID, report: InventoryReport
 ) -> InventoryAck:
-    """Store a full snapshot or an in-order delta; a gap in generations asks for a resync."""
+    """Store a full snapshot or an in-order delta; a gap in generations asks for a resync.
+
+    Reports of one cluster are serialized by a transaction-scoped advisory lock, not the
+    cluster's row lock: a full snapshot takes a while to write, and lease renewals (which lock
+    that row) must not wait for it; the row is updated last, just before the commit."""
+    await conn.execute(_INVENTORY_LOCK, {"key": f"inventory:{cluster_id}"})
     current = await conn.scalar(
-        sa.select(clusters.c.inventory_generation)
-        .where(clusters.c.id == cluster_id)
-        .with_for_update()
+        sa.select(clusters.c.inventory_generation).where(clusters.c.id == cluster_id)
     )
     if current is None:
         raise NotFound("cluster", str(cluster_id))
@@ -227,122 +245,203 @@ _IMPLIED: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
-async def _note_waiting(
-    conn: AsyncConnection, job_id: uuid.UUID, cluster: str, update: StatusUpdate, current: str
-) -> str | None:
-    """Record why the cluster has not bound the job's pods; return the job's new reason (None
-    when it already said so)."""
-    reason = f"waiting in cluster {cluster}: {update.message}"[:2000]
-    if reason == current:
-        return None
-    await conn.execute(
-        sa.update(jobs)
-        .where(jobs.c.id == job_id)
-        .values(
-            reason=reason,
-            pending_reasons={
-                cluster: {"code": "cluster", "reason": update.message, "plugin": update.reason}
-            },
-        )
-    )
-    await add_event(
-        conn,
-        kind="Job",
-        reason="ClusterWaiting",
-        message=update.message,
-        job_id=job_id,
-        data={"cluster": cluster, "cluster_report": update.reason, "epoch": update.epoch},
-    )
-    return reason
+@dataclass(frozen=True)
+class _Locked:
+    """A job a report names, as read under its row lock."""
+
+    state: str
+    version: int
+    epoch: int
+    reason: str
+    placement_failures: int
 
 
-async def apply_status(
-    conn: AsyncConnection,
+@dataclass(frozen=True)
+class _Plan:
+    """What one update does: its outcome, the job's change, whether it frees the placement."""
+
+    outcome: StatusOutcome
+    change: JobChange | None = None
+    release: bool = False
+
+
+def _plan(
+    job: _Locked | None,
     cluster_id: uuid.UUID,
+    cluster: str,
     update: StatusUpdate,
-    retry: RetryPolicy = DEFAULT_RETRY,
-) -> StatusOutcome:
-    """Apply one status update of this cluster's placement (idempotent, fenced by epoch).
-
-    A placement the cluster could not start (`Unschedulable`) sends the job back to the queue
-    with a growing back-off, and fails it after `retry.max_failures` such placements; while
-    pods wait, the cluster's reason becomes the job's reason (shown by explain).
-    """
-    job = (
-        await conn.execute(
-            sa.select(
-                jobs.c.state,
-                jobs.c.epoch,
-                jobs.c.cluster_id,
-                jobs.c.reason,
-                jobs.c.placement_failures,
-                clusters.c.name.label("cluster"),
-            )
-            .join(clusters, clusters.c.id == jobs.c.cluster_id)
-            .where(jobs.c.id == update.job)
-            .with_for_update(of=jobs)
-        )
-    ).one_or_none()
-    if job is None or job.epoch != update.epoch or job.cluster_id != cluster_id:
-        return StatusOutcome("stale")
+    retry: RetryPolicy,
+) -> _Plan:
+    """The outcome and change of one update of a job of the cluster `cluster` (None: no job
+    of this cluster), as the lifecycle's tables allow."""
+    if job is None or job.epoch != update.epoch:
+        return _Plan(StatusOutcome("stale"))
     target = _TARGET[update.state]
-    job_state = job.state
+    state = job.state
+    steps: list[Step] = []
     for step, step_reason in _IMPLIED.get(update.state, ()):
-        if may_move(job_state, step):
-            await move_job(conn, update.job, step, reason=step_reason)
-            job_state = step
+        if may_move(state, step):
+            steps.append(Step(step, step_reason))
+            state = step
     note = None
-    if update.state == "Applied" and update.message and job_state in _WAITING:
-        note = await _note_waiting(conn, update.job, job.cluster, update, job.reason)
-        if job_state == "Dispatched":
-            return StatusOutcome("duplicate" if note is None else "applied", job_state)
-    if job_state == target or not may_move(job_state, target):
-        return StatusOutcome("duplicate", job_state)
-    if update.state == "Evicted" and job_state != "Preempting":
+    before: tuple[NewEvent, ...] = ()
+    pending: dict[str, Any] | None = None
+    if update.state == "Applied" and update.message and state in _WAITING:
+        waiting = f"waiting in cluster {cluster}: {update.message}"[:2000]
+        if waiting != job.reason:  # why the cluster has not bound the job's pods, said once
+            note = waiting
+            pending = {
+                cluster: {"code": "cluster", "reason": update.message, "plugin": update.reason}
+            }
+            before = (
+                NewEvent(
+                    kind="Job",
+                    reason="ClusterWaiting",
+                    message=update.message,
+                    job_id=update.job,
+                    data={
+                        "cluster": cluster,
+                        "cluster_report": update.reason,
+                        "epoch": update.epoch,
+                    },
+                ),
+            )
+        if state == "Dispatched":
+            if note is None:
+                return _Plan(StatusOutcome("duplicate", state))
+            noted = JobChange(
+                update.job, job.version, state, reason=note, before=before, pending_reasons=pending
+            )
+            return _Plan(StatusOutcome("applied", state), noted)
+    if state == target or not may_move(state, target):
+        implied = JobChange(update.job, job.version, job.state, steps) if steps else None
+        return _Plan(StatusOutcome("duplicate", state), implied)
+    if update.state == "Evicted" and state != "Preempting":
         reason = "PodsLost"  # pods vanished under a running job: run it again elsewhere
     else:
         reason = update.reason or update.state
     message = update.message
-    values: dict[str, Any] = {}
-    if target in ("Queued", "Succeeded", "Failed"):
-        await release_placements(conn, update.job)
+    release = target in ("Queued", "Succeeded", "Failed")
+    failures = delay = None
     if update.state == "Unschedulable":
         failures = job.placement_failures + 1
-        values["placement_failures"] = failures
         if failures >= retry.max_failures:
             target, reason = "Failed", "NeverBound"
             message = (
                 f"the cluster could not start the job {failures} times "
-                f"(last: {job.cluster}: {update.message})"
+                f"(last: {cluster}: {update.message})"
             )
         else:
             delay = retry.delay(failures)
-            values["not_before"] = sa.func.now() + sa.func.make_interval(0, 0, 0, 0, 0, 0, delay)
             message = (
-                f"cluster {job.cluster} could not start it ({update.message}); "
+                f"cluster {cluster} could not start it ({update.message}); "
                 f"re-placed in {delay:.0f} s, attempt {failures + 1} of {retry.max_failures}"
             )
-    if target == "Queued":
-        values["cluster_id"] = None
+        note = message
     if target == "Running":
-        values["pending_reasons"] = {}  # the cluster's waiting reason no longer holds
-    await move_job(
-        conn,
-        update.job,
-        target,
-        reason=reason,
-        note=message if update.state == "Unschedulable" else note,
-        message=message,
-        data={
-            "cluster_report": update.state,
-            "cluster_id": str(cluster_id),
-            "epoch": update.epoch,
-            "pods": {
-                "running": update.running,
-                "succeeded": update.succeeded,
-                "failed": update.failed,
+        pending = {}  # the cluster's waiting reason no longer holds
+    steps.append(
+        Step(
+            target,
+            reason,
+            message,
+            {
+                "cluster_report": update.state,
+                "cluster_id": str(cluster_id),
+                "epoch": update.epoch,
+                "pods": {
+                    "running": update.running,
+                    "succeeded": update.succeeded,
+                    "failed": update.failed,
+                },
             },
-        },
-        values=values,
+        )
     )
-    return StatusOutcome("applied", target)
+    change = JobChange(
+        update.job,
+        job.version,
+        job.state,
+        steps,
+        reason=note,
+        before=before,
+        clear_cluster=target == "Queued",
+        pending_reasons=pending,
+        placement_failures=failures,
+        not_before_s=delay,
+    )
+    return _Plan(StatusOutcome("applied", target), change, release)
+
+
+def _rounds(updates: Sequence[StatusUpdate]) -> list[list[int]]:
+    """Indices of `updates` in rounds that name each job at most once, in report order."""
+    rounds: list[list[int]] = []
+    seen: dict[uuid.UUID, int] = defaultdict(int)
+    for i, update in enumerate(updates):
+        k = seen[update.job]
+        seen[update.job] += 1
+        if k == len(rounds):
+            rounds.append([])
+        rounds[k].append(i)
+    return rounds
+
+
+async def _lock(
+    conn: AsyncConnection, cluster_id: uuid.UUID, ids: list[uuid.UUID]
+) -> dict[uuid.UUID, _Locked]:
+    """The named jobs placed on this cluster, locked (in id order, as every batch locks)."""
+    rows = await conn.execute(
+        sa.select(
+            jobs.c.id,
+            jobs.c.state,
+            jobs.c.version,
+            jobs.c.epoch,
+            jobs.c.reason,
+            jobs.c.placement_failures,
+        )
+        .where(
+            jobs.c.id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(UUID(as_uuid=True)))),
+            jobs.c.cluster_id == cluster_id,
+        )
+        .order_by(jobs.c.id)
+        .with_for_update(key_share=True)
+    )
+    return {
+        r.id: _Locked(r.state, r.version, r.epoch, r.reason, r.placement_failures) for r in rows
+    }
+
+
+async def apply_statuses(
+    conn: AsyncConnection,
+    cluster_id: uuid.UUID,
+    updates: Sequence[StatusUpdate],
+    retry: RetryPolicy = DEFAULT_RETRY,
+) -> list[StatusOutcome]:
+    """Apply a report's status updates of this cluster's placements, in order: idempotent,
+    each fenced by its epoch; return each one's outcome.
+
+    Set-wise: the named jobs are read under lock in one query, their transitions computed
+    here with the lifecycle's tables, and written in one statement each for placements, jobs
+    and events, however long the report (one such round per repeat of a job in it). A
+    placement the cluster could not start (`Unschedulable`) sends the job back to the queue
+    with a growing back-off, and fails it after `retry.max_failures` such placements; while
+    pods wait, the cluster's reason becomes the job's reason (shown by explain).
+    """
+    cluster = await conn.scalar(sa.select(clusters.c.name).where(clusters.c.id == cluster_id))
+    if cluster is None:
+        raise NotFound("cluster", str(cluster_id))
+    outcomes: list[StatusOutcome] = [StatusOutcome("stale")] * len(updates)
+    for indices in _rounds(updates):
+        locked = await _lock(conn, cluster_id, [updates[i].job for i in indices])
+        changes: list[JobChange] = []
+        released: list[uuid.UUID] = []
+        for i in indices:
+            update = updates[i]
+            plan = _plan(locked.get(update.job), cluster_id, cluster, update, retry)
+            outcomes[i] = plan.outcome
+            if plan.change is not None:
+                changes.append(plan.change)
+            if plan.release:
+                released.append(update.job)
+        await release_placements(conn, *released)
+        await change_jobs(conn, changes)
+    return outcomes

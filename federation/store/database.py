@@ -69,7 +69,8 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
-        """A connection for reads: each statement sees the latest committed data."""
+        """An autocommit connection: each statement sees the latest committed data, and one
+        that writes is its own transaction (no BEGIN/COMMIT round trips around it)."""
         async with self._reads.connect() as conn:
             yield conn
 

@@ -9,17 +9,17 @@ with a new version, and an event written beside it in the caller's transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import Conflict, IllegalTransition, NotFound
-from federation.store.events import add_event
+from federation.store.events import NewEvent, add_event, add_events
 from federation.store.listener import PLACEMENTS, notify
 from federation.store.tables import clusters, jobs, placements
 
@@ -51,6 +51,8 @@ CLUSTER_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "NotReady": frozenset({"Ready", "Offline"}),
     "Offline": frozenset({"Ready"}),
 }
+
+_UUIDS = ARRAY(UUID(as_uuid=True))
 
 _TABLES = {
     "job": JOB_TRANSITIONS,
@@ -108,7 +110,13 @@ async def move_job(
     """Move a job to `target` under a row lock, checking the lifecycle and the version;
     return the state it came from. `reason` names the event; the job's own reason is `note`
     (a sentence for explain) when given, else `reason`."""
-    query = sa.select(jobs.c.state, jobs.c.version).where(jobs.c.id == job_id).with_for_update()
+    query = (
+        sa.select(jobs.c.state, jobs.c.version)
+        .where(jobs.c.id == job_id)
+        .with_for_update(
+            key_share=True  # FOR NO KEY UPDATE: inserts that only reference the job do not wait
+        )
+    )
     if tenant_id is not None:
         query = query.where(jobs.c.tenant_id == tenant_id)
     row = (await conn.execute(query)).one_or_none()
@@ -145,14 +153,128 @@ async def move_job(
     return str(row.state)
 
 
+@dataclass(frozen=True)
+class Step:
+    """One transition of a job: its target, and the reason, message and data of its event."""
+
+    target: str
+    reason: str
+    message: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobChange:
+    """What one job, read under its row lock in `state` at `version`, goes through: `steps`
+    in order, then its own columns. `reason` is the job's reason (a sentence for explain; None:
+    the last step's); `before` are events of no transition, written ahead of the steps'."""
+
+    job_id: uuid.UUID
+    version: int
+    state: str
+    steps: Sequence[Step] = ()
+    reason: str | None = None
+    before: Sequence[NewEvent] = ()
+    clear_cluster: bool = False
+    pending_reasons: Mapping[str, Any] | None = None
+    placement_failures: int | None = None
+    not_before_s: float | None = None  # no re-placement for this long from now
+
+
+_CHANGE = sa.text(
+    """
+    UPDATE jobs SET
+        state = v.state,
+        reason = coalesce(v.reason, jobs.reason),
+        version = jobs.version + v.steps,
+        updated_at = CASE WHEN v.steps > 0 THEN now() ELSE jobs.updated_at END,
+        started_at = CASE WHEN v.started THEN coalesce(jobs.started_at, now())
+                          ELSE jobs.started_at END,
+        finished_at = CASE WHEN v.finished THEN now() ELSE jobs.finished_at END,
+        cluster_id = CASE WHEN v.clear_cluster THEN NULL ELSE jobs.cluster_id END,
+        pending_reasons = coalesce(v.pending_reasons, jobs.pending_reasons),
+        placement_failures = coalesce(v.placement_failures, jobs.placement_failures),
+        not_before = CASE WHEN v.not_before_s IS NULL THEN jobs.not_before
+                          ELSE now() + make_interval(secs => v.not_before_s) END
+    FROM jsonb_to_recordset(:items) AS v(
+        id uuid, version int, state text, reason text, steps int, started boolean,
+        finished boolean, clear_cluster boolean, pending_reasons jsonb, placement_failures int,
+        not_before_s float8)
+    WHERE jobs.id = v.id AND jobs.version = v.version
+    RETURNING jobs.id
+    """
+).bindparams(sa.bindparam("items", type_=JSONB))
+
+
+def _change_row(change: JobChange) -> dict[str, Any]:
+    state = change.state
+    for step in change.steps:
+        state = transition("job", state, step.target)
+    reason = change.reason
+    if reason is None and change.steps:
+        reason = change.steps[-1].reason
+    row: dict[str, Any] = {
+        "id": str(change.job_id),
+        "version": change.version,
+        "state": state,
+        "reason": reason[:2000] if reason is not None else None,
+        "steps": len(change.steps),
+        "started": any(s.target == "Running" for s in change.steps),
+        "finished": any(s.target in TERMINAL_JOB_STATES for s in change.steps),
+        "clear_cluster": change.clear_cluster,
+        "placement_failures": change.placement_failures,
+        "not_before_s": change.not_before_s,
+    }
+    if change.pending_reasons is not None:  # absent, not JSON null: the column keeps its value
+        row["pending_reasons"] = dict(change.pending_reasons)
+    return row
+
+
+def _step_events(change: JobChange) -> list[NewEvent]:
+    out = list(change.before)
+    state = change.state
+    for step in change.steps:
+        out.append(
+            NewEvent(
+                kind="Job",
+                reason=step.reason,
+                message=step.message or f"{state} → {step.target}",
+                job_id=change.job_id,
+                data={"from": state, "to": step.target, **dict(step.data)},
+            )
+        )
+        state = step.target
+    return out
+
+
+async def change_jobs(conn: AsyncConnection, changes: Sequence[JobChange]) -> None:
+    """Apply many jobs' changes in two statements (their rows, then their events), each
+    transition checked against the lifecycle and each row against the version it was read at
+    (the caller holds the rows' locks: a moved version is a Conflict)."""
+    if not changes:
+        return
+    rows = [_change_row(c) for c in changes]
+    written = await conn.execute(_CHANGE, {"items": rows})
+    missing = {c.job_id for c in changes} - {r.id for r in written}
+    if missing:
+        raise Conflict(f"{len(missing)} jobs changed meanwhile (e.g. {next(iter(missing))})")
+    await add_events(conn, [e for c in changes for e in _step_events(c)])
+
+
 # --- placements ---------------------------------------------------------------------------
 
 
-async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
-    """Mark the job's active placements released, with a new revision so agents notice."""
+async def release_placements(conn: AsyncConnection, *job_ids: uuid.UUID) -> None:
+    """Mark the jobs' active placements released (one statement, however many jobs), with a
+    new revision so agents notice."""
+    if not job_ids:
+        return
     released = await conn.execute(
         sa.update(placements)
-        .where(placements.c.job_id == job_id, placements.c.state == "Active")
+        .where(
+            placements.c.job_id == sa.any_(sa.bindparam("ids", list(job_ids), type_=_UUIDS)),
+            placements.c.state == "Active",
+        )
         .values(
             state=transition("placement", "Active", "Released"),
             released_at=sa.func.now(),
@@ -168,6 +290,7 @@ async def release_placements(conn: AsyncConnection, job_id: uuid.UUID) -> None:
 
 
 _UNSET: Any = object()
+_MAY_BECOME_READY = tuple(s for s, nxt in CLUSTER_TRANSITIONS.items() if "Ready" in nxt)
 
 
 async def cluster_alive(
@@ -182,16 +305,16 @@ async def cluster_alive(
     reachable; absent: unchanged). It becomes Ready (from Pending only when `registering`)
     unless its apiserver is unreachable; return the state it was in (None: no such cluster, or
     never registered)."""
-    row = (
-        await conn.execute(
-            sa.select(clusters.c.state, clusters.c.apiserver_problem)
-            .where(clusters.c.id == cluster_id)
-            .with_for_update()
-        )
-    ).one_or_none()
-    if row is None or (row.state == "Pending" and not registering):
-        return None
+    # One statement (its row lock lasts only while it runs, not across round trips): the
+    # cluster's row as it was, locked, and the update computed from it.
+    old = (
+        sa.select(clusters.c.id, clusters.c.state, clusters.c.apiserver_problem)
+        .where(clusters.c.id == cluster_id)
+        .with_for_update(key_share=True)  # no wait behind rows that only reference it
+        .cte("old")
+    )
     changes: dict[str, Any] = {"last_heartbeat": sa.func.now(), **values}
+    reachable: Any = old.c.apiserver_problem.is_(None)
     if problem is not _UNSET:
         changes["apiserver_problem"] = problem[:512] if problem is not None else None
         changes["unreachable_since"] = (
@@ -199,12 +322,17 @@ async def cluster_alive(
             if problem is None
             else sa.func.coalesce(clusters.c.unreachable_since, sa.func.now())
         )
-    reachable = (row.apiserver_problem if problem is _UNSET else problem) is None
-    if row.state != "Ready" and (reachable or row.state == "Pending"):
-        changes["state"] = transition("cluster", row.state, "Ready")
-        changes["version"] = clusters.c.version + 1
-    await conn.execute(sa.update(clusters).where(clusters.c.id == cluster_id).values(**changes))
-    return str(row.state)
+        reachable = sa.true() if problem is None else sa.false()
+    ready = sa.and_(old.c.state.in_(_MAY_BECOME_READY), sa.or_(reachable, old.c.state == "Pending"))
+    changes["state"] = sa.case((ready, "Ready"), else_=clusters.c.state)
+    changes["version"] = clusters.c.version + sa.case((ready, 1), else_=0)
+    heard = [clusters.c.id == old.c.id]
+    if not registering:
+        heard.append(old.c.state != "Pending")
+    was = await conn.scalar(
+        sa.update(clusters).where(*heard).values(**changes).returning(old.c.state)
+    )
+    return str(was) if was is not None else None
 
 
 async def cluster_revoked(conn: AsyncConnection, cluster_id: uuid.UUID) -> str:
@@ -212,7 +340,9 @@ async def cluster_revoked(conn: AsyncConnection, cluster_id: uuid.UUID) -> str:
     never registered; return the state it was in."""
     state = str(
         await conn.scalar(
-            sa.select(clusters.c.state).where(clusters.c.id == cluster_id).with_for_update()
+            sa.select(clusters.c.state)
+            .where(clusters.c.id == cluster_id)
+            .with_for_update(key_share=True)
         )
     )
     if state in ("Ready", "NotReady"):
