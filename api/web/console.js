@@ -290,8 +290,93 @@ async function jobPage(id) {
     el("section", {}, el("h2", {}, "Events"), table(["When", "Reason", "Message"], events.items.map(e =>
       el("tr", { "data-event": e.id }, el("td", {}, e.createdAt), el("td", {}, e.reason), el("td", {}, e.message))),
     { id: "events" })),
+    logsSection(job),
     el("section", {}, el("h2", {}, "Manifest"), el("pre", { id: "manifest" }, JSON.stringify(job.spec, null, 2))),
   ];
+}
+
+// ---- Logs of a job's replicas ----------------------------------------------------------
+// The log panel outlives the page's refreshes: what was read (and a follow in progress) stays
+// in `logView` and is redrawn into each new page; leaving the job stops the stream.
+
+let logView = null;  // { job, query, text, note, controller }
+
+function logTarget() { return document.getElementById("logs"); }
+
+function drawLog() {
+  const pre = logTarget();
+  if (!pre || !logView) { return; }
+  pre.textContent = logView.text;
+  document.getElementById("logs-note").textContent = logView.note;
+  pre.scrollTop = pre.scrollHeight;
+}
+
+function stopLog() {
+  if (logView?.controller) { logView.controller.abort(); logView.controller = null; }
+}
+
+async function readLog(job, query) {
+  stopLog();
+  const controller = new AbortController();
+  logView = { job, query, text: "", note: query.get("follow") ? "following…" : "reading…", controller };
+  drawLog();
+  const view = logView;
+  try {
+    const response = await fetch(`/v1/jobs/${job}/logs?${query}`, { signal: controller.signal,
+      headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } });
+    if (!response.ok) {
+      const problem = await response.json();
+      view.note = `${response.status} ${problem.title}: ${problem.detail}`;
+    } else {
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) { break; }
+        view.text += value;
+        if (view === logView) { drawLog(); }
+      }
+      view.note = `${view.text.length ? "" : "empty log · "}end of log`;
+    }
+  } catch (e) {
+    view.note = e.name === "AbortError" ? "stopped" : e.message;
+  }
+  view.controller = null;
+  if (view === logView) { drawLog(); }
+}
+
+function logsSection(job) {
+  const tasks = (job.spec.spec?.tasks || []).map(t => ({ name: t.name, replicas: t.replicas ?? 1 }));
+  if (logView && logView.job !== job.id) { stopLog(); logView = null; }
+  const q = logView?.query || new URLSearchParams({ task: tasks[0]?.name || "", replica: "0", tail: "200" });
+  const replicas = select => {
+    const task = tasks.find(t => t.name === select.value) || tasks[0];
+    const form = select.form;
+    form.elements.replica.replaceChildren(...Array.from({ length: task?.replicas || 1 },
+      (_, i) => el("option", { value: i, selected: String(i) === q.get("replica") }, i)));
+  };
+  const taskSelect = el("select", { name: "task", on: { change: ev => replicas(ev.target) } },
+    tasks.map(t => el("option", { value: t.name, selected: t.name === q.get("task") }, t.name)));
+  const form = el("form", { class: "filters", id: "log-form", on: { submit: ev => {
+    ev.preventDefault();
+    const f = ev.target.elements;
+    const query = new URLSearchParams({ task: f.task.value, replica: f.replica.value });
+    if (f.container.value.trim()) { query.set("container", f.container.value.trim()); }
+    if (f.tail.value.trim()) { query.set("tail", f.tail.value.trim()); }
+    if (f.follow.checked) { query.set("follow", "true"); }
+    readLog(job.id, query);
+  } } },
+  el("label", {}, "task ", taskSelect), el("label", {}, "replica ", el("select", { name: "replica" })),
+  el("input", { name: "container", placeholder: "container (default: first)", value: q.get("container") || "" }),
+  el("label", {}, "last ", el("input", { name: "tail", type: "number", min: 0, class: "short",
+    value: q.get("tail") || "" }), " lines"),
+  el("label", {}, el("input", { name: "follow", type: "checkbox", checked: q.get("follow") === "true" }), " follow"),
+  el("button", { type: "submit", "data-log": "show" }, "Show log"),
+  el("button", { type: "button", on: { click: stopLog } }, "Stop"));
+  replicas(taskSelect);
+  const section = el("section", { id: "logs-section" }, el("h2", {}, "Logs"), form,
+    el("p", { class: "muted", id: "logs-note" }, logView?.note ?? ""),
+    el("pre", { id: "logs", class: "log" }, logView?.text ?? ""));
+  return section;
 }
 
 // ---- Shell ----------------------------------------------------------------------------
@@ -311,6 +396,7 @@ async function render() {
     document.getElementById("nav-" + name).classList.toggle("active", r.page === name);
   }
   try {
+    if (!(r.page === "jobs" && r.id === logView?.job)) { stopLog(); }
     const sections = r.page === "queues" ? await queuesPage()
       : r.page === "jobs" ? (r.id ? await jobPage(r.id) : await jobsPage(r.params))
         : await fleetPage();
@@ -341,7 +427,7 @@ document.getElementById("signout").addEventListener("click", () => {
   location.reload();
 });
 window.addEventListener("hashchange", render);
-setInterval(() => {
-  if (!document.activeElement?.closest("form")) { render(); }
+setInterval(() => {  // not while the user types into a form
+  if (!document.activeElement?.matches("form input, form select")) { render(); }
 }, REFRESH_MS);
 if (sessionStorage.getItem(TOKEN_KEY)) { signIn(sessionStorage.getItem(TOKEN_KEY)); }

@@ -5,10 +5,12 @@ shows the numbers the API returns, and actions go through the API with the calle
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -164,6 +166,56 @@ async def test_a_job_page_shows_its_manifest_events_and_explain(console: Console
     assert shown[: len(events)] == [e["reason"] for e in events]
     manifest = json.loads((await console.texts("#manifest"))[0])
     assert manifest["metadata"]["name"] == "giant"
+
+
+async def _log(fleet: Fleet, job_id: str) -> str:
+    """The whole log of the job's first replica, as the API returns it."""
+    headers = {"Authorization": f"Bearer {fleet.admin_token}"}
+    connector = aiohttp.TCPConnector(ssl=fleet.client_tls() or True)
+    async with (
+        aiohttp.ClientSession(headers=headers, connector=connector) as s,
+        s.get(f"{fleet.url}/v1/jobs/{job_id}/logs") as r,
+    ):
+        assert r.status == 200
+        return await r.text()
+
+
+async def _show_log(console: Console, tail: str, follow: bool) -> None:
+    await console.page.evaluate(
+        "(() => { const f = document.getElementById('log-form');"
+        f"f.elements.tail.value = {json.dumps(tail)};"
+        f"f.elements.follow.checked = {json.dumps(follow)};"
+        "f.requestSubmit(); })()"
+    )
+
+
+async def test_a_job_page_shows_the_log_its_replica_wrote_and_follows_it(
+    console: Console,
+) -> None:
+    blocker = console.jobs["blocker"]
+    await console.show(f"#/jobs/{blocker}", "job")
+    assert await console.texts("#log-form select[name=task] option") == ["t"]
+    await _show_log(console, "3", follow=False)
+    await console.page.wait("document.getElementById('logs-note').textContent === 'end of log'")
+    shown = (await console.texts("#logs"))[0].splitlines()
+    assert len(shown) == 3
+    assert all(re.fullmatch(r"\[t-0\] step \d+: running on \S+", line) for line in shown)
+    assert set(shown) <= set((await _log(console.fleet, blocker)).splitlines())
+    await _show_log(console, "1", follow=True)
+    followed = r"/^\[t-0\] step \d+$/m.test(document.getElementById('logs').textContent)"
+    await console.page.wait(followed, timeout_s=20)
+    await console.show("#/fleet", "fleet")  # leaving the job stops following its log
+    assert await console.page.evaluate("logView.note") == "stopped"
+
+
+async def test_a_job_without_a_pod_says_why_it_has_no_log(console: Console) -> None:
+    await console.show(f"#/jobs/{console.jobs['giant']}", "job")
+    await _show_log(console, "", follow=False)
+    note = await console.page.wait(
+        "document.getElementById('logs-note').textContent.startsWith('409')"
+        " && document.getElementById('logs-note').textContent"
+    )
+    assert "never had a pod" in note
 
 
 async def test_markup_in_a_job_is_shown_as_text_and_never_runs(console: Console) -> None:
