@@ -250,6 +250,26 @@ class Whoami(_Out):
     subject: str | None = Field(default=None, description="the OIDC subject (null: API token)")
 
 
+class ConsoleOidc(_Out):
+    """How the console signs a user in at the OIDC provider: authorization code with PKCE as
+    the public client `clientId`, redirecting back to `/ui`; it presents the token whose
+    audience is `audience`."""
+
+    issuer: str
+    client_id: str = Field(alias="clientId")
+    scopes: list[str]
+    audience: str
+    authorization_endpoint: str = Field(alias="authorizationEndpoint")
+    token_endpoint: str = Field(alias="tokenEndpoint")
+
+
+class ConsoleSettings(_Out):
+    """How the web console signs users in: always with an API token; with the OIDC provider
+    where the hub names a console client (null: not configured)."""
+
+    oidc: ConsoleOidc | None
+
+
 class TokenList(_Out):
     """Issued tokens (never their secrets)."""
 

@@ -1,9 +1,11 @@
 // The Suanpan web console: every number comes from the hub's REST API, called with the token
-// the user signs in with (kept in sessionStorage: gone with the tab). The page is built with
-// DOM nodes and textContent only, so names, labels and reasons are shown as text, never markup.
+// the user signs in with: an API token, or the OIDC provider's JWT got by the authorization-code
+// flow with PKCE (kept in sessionStorage: gone with the tab; nothing in local storage). The page
+// is built with DOM nodes and textContent only, so names, labels and reasons are shown as text.
 "use strict";
 
 const TOKEN_KEY = "suanpan-token";
+const LOGIN_KEY = "suanpan-oidc-login";  // state, nonce and PKCE verifier of a sign-in under way
 const REFRESH_MS = 5000;
 let who = null;
 
@@ -52,6 +54,7 @@ async function api(path, method = "GET") {
   const response = await fetch(path, {
     method, headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } });
   const body = response.status === 204 ? null : await response.json();
+  if (response.status === 401 && who) { signedOut(); }  // expired or revoked: sign in again
   if (!response.ok) { throw new Error(`${response.status} ${body.title}: ${body.detail}`); }
   return body;
 }
@@ -406,14 +409,96 @@ async function render() {
   } catch (e) { showError(e.message); }
 }
 
+function showWho() {
+  document.getElementById("signed-out").hidden = who !== null;
+  document.getElementById("who").hidden = who === null;
+  document.getElementById("who-role").textContent = who
+    ? [who.role, who.tenant, who.subject].filter(Boolean).join(" · ") : "";
+}
+
+function signedOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  who = null;
+  showWho();
+}
+
 async function signIn(token) {
   sessionStorage.setItem(TOKEN_KEY, token);
   try { who = await api("/v1/whoami"); showError(""); }
-  catch (e) { sessionStorage.removeItem(TOKEN_KEY); who = null; showError(e.message); }
-  document.getElementById("signin").hidden = who !== null;
-  document.getElementById("who").hidden = who === null;
-  document.getElementById("who-role").textContent = who ? who.role + (who.tenant ? ` · ${who.tenant}` : "") : "";
+  catch (e) { signedOut(); showError(e.message); }
+  showWho();
   await render();
+}
+
+// ---- Sign-in at the OIDC provider: authorization code with PKCE, as a public client ------
+
+let settings = { oidc: null };
+
+function b64url(bytes) {
+  return btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function randomKey() { return b64url(crypto.getRandomValues(new Uint8Array(32))); }
+
+function redirectUri() { return location.origin + "/ui"; }
+
+// A JWT's claims, unverified: the console only picks which token to present; the hub verifies it.
+function claims(jwt) {
+  try {
+    const bytes = Uint8Array.from(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")), c => c.charCodeAt(0));
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch { return {}; }
+}
+
+async function startOidc() {
+  const o = settings.oidc;
+  const login = { state: randomKey(), nonce: randomKey(), verifier: randomKey(), hash: location.hash };
+  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(login.verifier)));
+  sessionStorage.setItem(LOGIN_KEY, JSON.stringify(login));
+  location.assign(o.authorizationEndpoint + "?" + new URLSearchParams({
+    response_type: "code", client_id: o.clientId, redirect_uri: redirectUri(), scope: o.scopes.join(" "),
+    state: login.state, nonce: login.nonce, code_challenge: challenge, code_challenge_method: "S256" }));
+}
+
+// The provider's answer on /ui?code=…&state=…: the code exchanged for tokens, the URL cleaned.
+async function finishOidc(params) {
+  const login = JSON.parse(sessionStorage.getItem(LOGIN_KEY) || "null");
+  sessionStorage.removeItem(LOGIN_KEY);
+  history.replaceState(null, "", "/ui" + (login?.hash || "#/fleet"));
+  if (params.get("error")) {
+    throw new Error(`sign-in refused by the provider: ${params.get("error")} ${params.get("error_description") || ""}`);
+  }
+  if (!login || params.get("state") !== login.state) {
+    throw new Error("sign-in answer does not match a sign-in of this tab (state): sign in again");
+  }
+  const o = settings.oidc;
+  if (!o) { throw new Error("sign-in answer, but the hub names no OIDC provider"); }
+  const response = await fetch(o.tokenEndpoint, { method: "POST", body: new URLSearchParams({
+    grant_type: "authorization_code", code: params.get("code"), redirect_uri: redirectUri(),
+    client_id: o.clientId, code_verifier: login.verifier }) });
+  const tokens = await response.json();
+  if (!response.ok) { throw new Error(`token endpoint: ${tokens.error} ${tokens.error_description || ""}`); }
+  if (claims(tokens.id_token || "").nonce !== login.nonce) {
+    throw new Error("the provider's ID token does not carry this sign-in's nonce");
+  }
+  const meant = [tokens.access_token, tokens.id_token].find(t => [claims(t || "").aud].flat().includes(o.audience));
+  if (!meant) { throw new Error(`the provider issued no token for audience ${o.audience}`); }
+  return meant;
+}
+
+async function start() {
+  const response = await fetch("/v1/console");
+  const body = await response.json();
+  if (response.ok) { settings = body; } else { showError(`OIDC sign-in unavailable: ${body.detail}`); }
+  document.getElementById("oidc-signin").hidden = !settings.oidc;
+  const params = new URLSearchParams(location.search);
+  if (params.has("code") || params.has("error")) {
+    let token = null;
+    try { token = await finishOidc(params); } catch (e) { showError(e.message); return; }
+    await signIn(token);
+  } else if (sessionStorage.getItem(TOKEN_KEY)) {
+    await signIn(sessionStorage.getItem(TOKEN_KEY));
+  }
 }
 
 document.getElementById("signin").addEventListener("submit", ev => {
@@ -422,6 +507,7 @@ document.getElementById("signin").addEventListener("submit", ev => {
   signIn(input.value.trim());
   input.value = "";
 });
+document.getElementById("oidc-signin").addEventListener("click", () => startOidc());
 document.getElementById("signout").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
   location.reload();
@@ -430,4 +516,4 @@ window.addEventListener("hashchange", render);
 setInterval(() => {  // not while the user types into a form
   if (!document.activeElement?.matches("form input, form select")) { render(); }
 }, REFRESH_MS);
-if (sessionStorage.getItem(TOKEN_KEY)) { signIn(sessionStorage.getItem(TOKEN_KEY)); }
+start();
