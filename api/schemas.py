@@ -134,6 +134,12 @@ class QueueOut(_Out):
     quota: dict[str, dict[str, int | None]]
     usage: dict[str, int] = Field(default_factory=dict)
     jobs: dict[str, int] = Field(default_factory=dict, description="job counts by state")
+    fair_share: float = Field(
+        alias="fairShare",
+        description="the queue's largest share of a resource of its cohort (of its own nominal"
+        " quota without a cohort), divided by its weight: among equal priorities the scheduler"
+        " serves the queue with the lowest first",
+    )
     version: int
     created_at: datetime = Field(alias="createdAt")
 

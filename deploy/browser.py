@@ -169,9 +169,11 @@ async def sign_in(page: Page, hub_url: str, token: str) -> None:
 
 async def show(page: Page, route: str, name: str) -> None:
     """Open console route `route` (`#/jobs?...`) and wait until it rendered page `name`."""
-    await page.evaluate("document.getElementById('main').dataset.page = ''")
     await page.evaluate(f"location.hash = {json.dumps(route)}")
-    await page.wait(f"document.getElementById('main').dataset.page === {json.dumps(name)}")
+    await page.wait(
+        f"document.getElementById('main').dataset.route === {json.dumps(route)}"
+        f" && document.getElementById('main').dataset.page === {json.dumps(name)}"
+    )
 
 
 async def console_screenshots(

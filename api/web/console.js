@@ -146,9 +146,11 @@ async function fleetPage() {
   const rows = [];
   for (const c of clusters) {
     const marks = [
+      c.accepted ? null : el("span", { class: "badge cordoned" }, "awaiting acceptance"),
       c.cordoned ? el("span", { class: "badge cordoned" }, "cordoned") : null,
       c.draining ? el("span", { class: "badge draining" }, "draining") : null,
-      lost(c) ? el("span", { class: "badge lost" }, "lost") : null];
+      lost(c) ? el("span", { class: "badge lost" }, "lost") : null,
+      c.apiserverProblem ? el("span", { class: "badge lost", title: c.apiserverProblem }, "apiserver unreachable") : null];
     const actions = el("td", {},
       c.cordoned ? actionButton("Uncordon", `/v1/clusters/${c.name}/uncordon`, ["admin"])
         : actionButton("Cordon", `/v1/clusters/${c.name}/cordon`, ["admin"]),
@@ -183,6 +185,8 @@ async function fleetPage() {
 
 // ---- Queues ---------------------------------------------------------------------------
 
+function ordinal(n) { return n + (["th", "st", "nd", "rd"][n % 100 > 10 && n % 100 < 14 ? 0 : n % 10] || "th"); }
+
 async function queuesPage() {
   const queues = (await api("/v1/queues")).items;
   const waiting = await Promise.all(queues.map(q =>
@@ -197,6 +201,9 @@ async function queuesPage() {
         el("td", {}, bar(used, limit.nominal)));
     });
     const counts = Object.entries(q.jobs).map(([state, n]) => `${state} ${n}`).join(" · ") || "no jobs";
+    const peers = queues.filter(p => q.cohort && p.cohort === q.cohort).sort((a, b) => a.fairShare - b.fairShare);
+    const standing = peers.length > 1
+      ? ` · ${ordinal(peers.indexOf(q) + 1)} of ${peers.length} queues of cohort ${q.cohort} it sees` : "";
     const wait = waiting[i].items.map(w => el("tr", { "data-job": w.id },
       num(w.position, { "data-field": "position" }),
       el("td", {}, el("a", { href: `#/jobs/${w.id}` }, w.name)),
@@ -204,6 +211,10 @@ async function queuesPage() {
     return el("section", { "data-queue": `${q.tenant}/${q.name}` },
       el("h2", {}, `${q.tenant} / ${q.name}`),
       el("p", { class: "muted" }, `cohort ${q.cohort || "none"} · weight ${q.weight} · ${counts}`),
+      el("p", {}, "Fair share ", el("b", { "data-field": "fairShare" }, `${(100 * q.fairShare).toFixed(1)}%`),
+        el("span", { class: "muted", "data-field": "standing" },
+          ` (largest share of a resource of its cohort, per weight; among equal priorities the`
+          + ` lowest is served first)${standing}`)),
       quota.length ? table(["Resource", { text: "Used", num: true }, { text: "Nominal", num: true },
         { text: "Borrowing limit", num: true }, { text: "Borrowed", num: true }, "Use of nominal"], quota,
       { class: "quota" }) : el("p", { class: "muted" }, "no quota set"),
@@ -255,6 +266,27 @@ async function jobsPage(params) {
       rows, { id: "jobs" }))];
 }
 
+// Where each replica runs: the hub's plan (node, devices) from its latest placement and, where
+// the job reports them, its replicas' pods as their cluster sees them.
+function placementSection(job, placed) {
+  const planned = placed?.data.replicas || [];
+  const pods = new Map((job.replicas || []).map(r => [`${r.task}/${r.replica}`, r]));
+  const rows = planned.map(r => {
+    const pod = pods.get(`${r.task}/${r.replica}`);
+    return el("tr", { "data-replica": `${r.task}/${r.replica}` }, el("td", {}, r.task), num(r.replica),
+      el("td", {}, placed.data.flavors?.[r.task] || "CPU"), el("td", { "data-field": "node" }, r.node || "-"),
+      el("td", { "data-field": "devices" }, r.devices.length ? r.devices.join(", ") : "-"),
+      el("td", {}, pod ? [pod.phase, pod.node && pod.node !== r.node ? ` on ${pod.node}` : "",
+        pod.exitCode !== null && pod.exitCode !== undefined ? ` · exit ${pod.exitCode}` : "",
+        pod.reason ? ` · ${pod.reason}` : "", pod.restarts ? ` · ${pod.restarts} restarts` : ""] : "-"));
+  });
+  return el("section", { id: "placement" }, el("h2", {}, "Placement"),
+    placed ? el("p", { class: "muted" }, `cluster ${placed.data.cluster} · epoch ${job.epoch} · the hub's plan per`
+      + " replica (the cluster's scheduler binds the pods)") : null,
+    rows.length ? table(["Task", { text: "Replica", num: true }, "Vendor/model", "Node", "Devices", "Pod"], rows)
+      : el("p", { class: "muted" }, job.cluster ? "no replica plan recorded" : "not placed"));
+}
+
 function facts(pairs) {
   return el("dl", { class: "facts" }, pairs.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
 }
@@ -269,8 +301,8 @@ async function jobPage(id) {
       el("td", {}, (e.reason === "Preempted" ? [e.data.preemptor] : e.data.victims || [])
         .map(v => el("a", { href: `#/jobs/${v}` }, String(v).slice(0, 8) + " "))),
       el("td", {}, e.data.cluster || ""), el("td", {}, e.message)));
-  const placed = events.items.filter(e => e.reason === "Placed").at(-1);
-  const flavors = placed && job.cluster ? Object.entries(placed.data.flavors || {})
+  const placed = job.cluster ? events.items.filter(e => e.reason === "Placed").at(-1) : null;
+  const flavors = placed ? Object.entries(placed.data.flavors || {})
     .map(([t, f]) => `${t} on ${f || "CPU"}`).join(", ") : "-";
   const labels = Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ");
   const annotations = (job.spec.spec?.tasks || []).flatMap(t =>
@@ -284,11 +316,12 @@ async function jobPage(id) {
         ["cluster", job.cluster || "-"], ["placement", flavors], ["epoch", job.epoch], ["labels", labels || "-"],
         ["annotations", annotations.join("; ") || "-"],
         ["submitted", job.createdAt], ["started", job.startedAt || "-"], ["finished", job.finishedAt || "-"]])),
+    placementSection(job, placed),
     el("section", { id: "explain" }, el("h2", {}, "Explain"), el("p", { id: "explain-summary" }, why.summary),
       why.clusters.length ? table(["Cluster", "Code", "Why not"], why.clusters.map(c =>
         el("tr", { "data-cluster": c.cluster }, el("td", {}, c.cluster), el("td", {}, c.code), el("td", {}, c.reason))))
         : el("p", { class: "muted" }, "no per-cluster reasons")),
-    el("section", {}, el("h2", {}, "Preemptions"), preemptions.length
+    el("section", { id: "preemptions" }, el("h2", {}, "Preemptions"), preemptions.length
       ? table(["When", "", "Jobs", "Cluster", "Message"], preemptions) : el("p", { class: "muted" }, "none")),
     el("section", {}, el("h2", {}, "Events"), table(["When", "Reason", "Message"], events.items.map(e =>
       el("tr", { "data-event": e.id }, el("td", {}, e.createdAt), el("td", {}, e.reason), el("td", {}, e.message))),
@@ -406,6 +439,7 @@ async function render() {
     if (location.hash !== hash) { return; }  // the user moved on while this page loaded
     main.replaceChildren(...sections);
     main.dataset.page = r.id ? "job" : r.page;
+    main.dataset.route = hash;  // what is shown (a test waits for it)
   } catch (e) { showError(e.message); }
 }
 

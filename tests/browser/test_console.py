@@ -34,6 +34,8 @@ class Console:
     jobs: dict[str, str]  # name -> id
 
     async def show(self, route: str, page: str) -> None:
+        if await self.page.evaluate("location.pathname") != "/ui":  # back from /docs
+            await self.page.goto(f"{self.fleet.url}/ui{route}")
         await show(self.page, route, page)
 
     async def texts(self, selector: str) -> list[str]:
@@ -84,7 +86,12 @@ async def console() -> AsyncIterator[Console]:
             )
         }
         await _state(fleet, jobs["blocker"], "Running")
-        marked = job("marked", "nlp-lab", [task("t", ["nvidia/H100*"], 1, run_s=LONG)])
+        h100 = ["nvidia/H100*"]
+        marked = job(
+            "marked",
+            "nlp-lab",
+            [task("t", h100, 1, run_s=LONG), task("u", h100, 1, replicas=2, run_s=LONG)],
+        )
         marked["spec"]["tasks"][0]["annotations"] = {"note": MARKUP}
         jobs["marked"] = await _submit(fleet, marked)
         await _state(fleet, jobs["marked"], "Running")
@@ -141,6 +148,8 @@ async def test_queues_page_shows_usage_against_quota_and_who_waits_in_which_orde
     cells = await console.texts(f"{row} td.num")
     usage = queue["usage"].get("huawei/Ascend910B3", 0)
     assert cells == [str(usage), "16000", "8000", str(max(0, usage - 16000))]
+    share = await console.texts('section[data-queue="nlp-lab/training"] [data-field=fairShare]')
+    assert share == [f"{100 * queue['fairShare']:.1f}%"] and queue["fairShare"] > 0
     waiting = await console.fleet.call("GET", "/v1/tenants/nlp-lab/queues/training/waiting")
     assert [w["name"] for w in waiting["items"]] == ["giant", "second"]
     shown = await console.texts('section[data-queue="nlp-lab/training"] table.waiting tbody tr')
@@ -166,6 +175,24 @@ async def test_a_job_page_shows_its_manifest_events_and_explain(console: Console
     assert shown[: len(events)] == [e["reason"] for e in events]
     manifest = json.loads((await console.texts("#manifest"))[0])
     assert manifest["metadata"]["name"] == "giant"
+    assert await console.texts("#placement p") == ["not placed"]
+
+
+async def test_a_job_page_shows_the_node_and_devices_of_each_replica(console: Console) -> None:
+    marked = console.jobs["marked"]
+    await console.show(f"#/jobs/{marked}", "job")
+    events = (await console.fleet.call("GET", f"/v1/jobs/{marked}/events"))["items"]
+    (placed,) = [e for e in events if e["reason"] == "Placed"]
+    shown = await console.page.evaluate(
+        "[...document.querySelectorAll('#placement tbody tr')].map(r => [r.dataset.replica,"
+        " r.querySelector('[data-field=node]').textContent,"
+        " r.querySelector('[data-field=devices]').textContent])"
+    )
+    assert [s[0] for s in shown] == ["t/0", "u/0", "u/1"]  # replicas count per task
+    assert shown == [
+        [f"{r['task']}/{r['replica']}", r["node"], ", ".join(map(str, r["devices"]))]
+        for r in placed["data"]["replicas"]
+    ]
 
 
 async def _log(fleet: Fleet, job_id: str) -> str:
@@ -221,8 +248,10 @@ async def test_a_job_without_a_pod_says_why_it_has_no_log(console: Console) -> N
 async def test_markup_in_a_job_is_shown_as_text_and_never_runs(console: Console) -> None:
     await console.show(f"#/jobs/{console.jobs['marked']}", "job")
     (annotations,) = await console.texts('dd[data-field="annotations"]')
-    assert annotations == f"t: note={MARKUP}"
-    assert await console.texts('dd[data-field="placement"]') == ["t on nvidia/H100-80GB"]
+    assert annotations == f"t: note={MARKUP}; u: suanpan.io/run-seconds={LONG}"
+    assert await console.texts('dd[data-field="placement"]') == [
+        "t on nvidia/H100-80GB, u on nvidia/H100-80GB"
+    ]
     assert await console.page.evaluate("window.pwned === undefined")
     assert (
         await console.page.evaluate("document.querySelectorAll('main img, main script').length")
@@ -278,3 +307,54 @@ async def test_docs_render_every_operation_and_try_it_out_calls_the_hub_with_the
         f"document.querySelector('{op} .live-responses-table pre')?.textContent"
     )
     assert json.loads(body) == {"role": "admin", "tenant": None, "subject": None}
+
+
+async def test_a_preemption_is_shown_on_the_page_of_both_jobs(console: Console) -> None:
+    fleet = console.fleet
+    await fleet.call("POST", "/v1/tenants", json={"name": "ops"})
+    await fleet.call("POST", "/v1/tenants/ops/queues", json={"name": "urgent"})
+    ascend = ["huawei/Ascend910B3"]
+    victim = await _submit(
+        fleet,
+        job(
+            "filler", "ops", [task("t", ascend, 8, run_s=LONG)], queue="urgent", priorityClass="low"
+        ),
+    )
+    await _state(fleet, victim, "Running")  # beijing's 8; shenzhen's 16 run the blocker
+    urgent = await _submit(
+        fleet,
+        job("urgent", "ops", [task("t", ascend, 8)], queue="urgent", priorityClass="critical"),
+    )
+
+    async def preempted() -> bool:
+        events = (await fleet.call("GET", f"/v1/jobs/{urgent}/events"))["items"]
+        return any(e["reason"] == "Preempting" for e in events)
+
+    await wait_for("the urgent job preempting", preempted, 30)
+    await console.show(f"#/jobs/{urgent}", "job")
+    rows = await console.texts("#preemptions tbody tr td:nth-child(2)")
+    assert rows == ["evicted"]
+    links = await console.page.evaluate(
+        "[...document.querySelectorAll('#preemptions tbody a')].map(a => a.hash)"
+    )
+    assert links == [f"#/jobs/{victim}"]
+    await console.show(f"#/jobs/{victim}", "job")
+    assert await console.texts("#preemptions tbody tr td:nth-child(2)") == ["evicted by"]
+    links = await console.page.evaluate(
+        "[...document.querySelectorAll('#preemptions tbody a')].map(a => a.hash)"
+    )
+    assert links == [f"#/jobs/{urgent}"]
+
+
+async def test_a_cluster_whose_agent_went_silent_is_marked_lost(console: Console) -> None:
+    await console.fleet.stop_agent("shenzhen-a")
+
+    async def silent() -> bool:
+        found = await console.fleet.call("GET", "/v1/clusters/shenzhen-a")
+        return found["state"] in ("NotReady", "Offline")
+
+    await wait_for("shenzhen-a silent", silent, 30)
+    await console.show("#/fleet", "fleet")
+    marks = await console.texts("#clusters tr[data-cluster] .badge")
+    assert "lost" in await console.texts("#clusters tr[data-cluster=shenzhen-a] .badge")
+    assert marks.count("lost") == 1
