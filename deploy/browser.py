@@ -189,6 +189,11 @@ async def console_screenshots(
         routes += [(stem, f"#/jobs/{job_id}", "job") for stem, job_id in jobs.items()]
         for stem, route, name in routes:
             await show(page, route, name)
+            if name == "job":  # with the last lines of its first replica's log
+                await page.evaluate("document.getElementById('log-form').requestSubmit()")
+                await page.wait(
+                    "!document.getElementById('logs-note').textContent.endsWith('…')", timeout_s=40
+                )
             shots.append(folder / f"{stem}.png")
             await page.screenshot(shots[-1])
         await page.goto(hub_url + "/docs")

@@ -270,20 +270,21 @@ async function jobsPage(params) {
 // the job reports them, its replicas' pods as their cluster sees them.
 function placementSection(job, placed) {
   const planned = placed?.data.replicas || [];
-  const pods = new Map((job.replicas || []).map(r => [`${r.task}/${r.replica}`, r]));
+  const pods = job.replicas ? new Map(job.replicas.map(r => [`${r.task}/${r.replica}`, r])) : null;
   const rows = planned.map(r => {
-    const pod = pods.get(`${r.task}/${r.replica}`);
+    const pod = pods?.get(`${r.task}/${r.replica}`);
     return el("tr", { "data-replica": `${r.task}/${r.replica}` }, el("td", {}, r.task), num(r.replica),
       el("td", {}, placed.data.flavors?.[r.task] || "CPU"), el("td", { "data-field": "node" }, r.node || "-"),
       el("td", { "data-field": "devices" }, r.devices.length ? r.devices.join(", ") : "-"),
-      el("td", {}, pod ? [pod.phase, pod.node && pod.node !== r.node ? ` on ${pod.node}` : "",
+      pods ? el("td", { "data-field": "pod" }, pod ? [pod.phase, pod.node && pod.node !== r.node ? ` on ${pod.node}` : "",
         pod.exitCode !== null && pod.exitCode !== undefined ? ` · exit ${pod.exitCode}` : "",
-        pod.reason ? ` · ${pod.reason}` : "", pod.restarts ? ` · ${pod.restarts} restarts` : ""] : "-"));
+        pod.reason ? ` · ${pod.reason}` : "", pod.restarts ? ` · ${pod.restarts} restarts` : ""] : "-") : null);
   });
+  const headers = ["Task", { text: "Replica", num: true }, "Vendor/model", "Node", "Devices", ...(pods ? ["Pod"] : [])];
   return el("section", { id: "placement" }, el("h2", {}, "Placement"),
     placed ? el("p", { class: "muted" }, `cluster ${placed.data.cluster} · epoch ${job.epoch} · the hub's plan per`
       + " replica (the cluster's scheduler binds the pods)") : null,
-    rows.length ? table(["Task", { text: "Replica", num: true }, "Vendor/model", "Node", "Devices", "Pod"], rows)
+    rows.length ? table(headers, rows)
       : el("p", { class: "muted" }, job.cluster ? "no replica plan recorded" : "not placed"));
 }
 
