@@ -6,12 +6,14 @@ Kunlunxin, Moore Threads, MetaX), each driven by the real agent. Two tenants sub
 REST; the report shows placement across vendors, a heterogeneous job, an urgent job
 preempting (its victim requeued and re-run), `explain` for a waiting job, utilization, and a
 Kubeflow PyTorchJob written for NVIDIA, imported as it is, running on Ascend with its ranks,
-hostnames and vendor runtime variables.
+hostnames and vendor runtime variables, the tenant's namespace, its HCCL rank table and a
+replica's logs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import textwrap
 import time
@@ -377,6 +379,30 @@ async def imported_pytorchjob(fleet: Fleet) -> None:
     ]
     header = ["TASK", "RANK", "HOSTNAME", "IMAGE", "MASTER_ADDR", "BACKEND", "ASCEND_RT_VISIBLE"]
     print(textwrap.indent(table(rows, header), "  "))
+    print(f"  pods in the tenant's namespace {specs[0].namespace} of {done['cluster']}")
+    mount = specs[0].rank_table
+    if mount is not None:
+        await wait_for(
+            "the rank table completed",
+            lambda: _completed(backend.rank_tables.get((specs[0].namespace, mount.config_map))),
+            30,
+        )
+        hccl = json.loads(backend.rank_tables[(specs[0].namespace, mount.config_map)])
+        print(f"  HCCL rank table ({specs[0].env[mount.profile.env]}): {hccl['status']}")
+        for server in hccl["server_list"]:
+            ranks = ", ".join(
+                f"device {d['device_id']}→rank {d['rank_id']}" for d in server["device"]
+            )
+            print(f"    {server['pod_name']} on {server['server_id']}: {ranks}")
+    status, text = await fleet.text(
+        f"/v1/jobs/{done['id']}/logs", task="worker", replica="0", tail="3"
+    )
+    print(f"  suanpan logs {done['name']} --task worker --replica 0 --tail 3 ({status}):")
+    print(textwrap.indent(text.rstrip(), "    "))
+
+
+async def _completed(content: str | None) -> bool:
+    return content is not None and json.loads(content)["status"] == "completed"
 
 
 async def screenshots(fleet: Fleet) -> None:

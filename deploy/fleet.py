@@ -122,6 +122,16 @@ class Fleet:
         ):
             return None if r.status == 204 else await r.json(content_type=None)
 
+    async def text(self, path: str, token: str | None = None, **params: str) -> tuple[int, str]:
+        """GET a text resource of the hub API (admin token by default): status and body."""
+        headers = {"Authorization": f"Bearer {token or self.admin_token}"}
+        tls = self.client_tls() or True
+        async with (
+            aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(ssl=tls)) as s,
+            s.get(self.url + path, params=params) as r,
+        ):
+            return r.status, await r.text()
+
     async def add_cluster(
         self,
         name: str,

@@ -3,6 +3,7 @@ manifest (`federation.spec`) and the pod template subset (`federation.podtemplat
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Annotated
 
@@ -65,3 +66,39 @@ def annotation_map(value: dict[str, str]) -> dict[str, str]:
 Image = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=r"^[^\s\x00]+$")]
 """A container image reference: no whitespace (Kubernetes refuses surrounding space) or NUL."""
 Text = Annotated[str, StringConstraints(max_length=4096), NUL_FREE]
+
+
+_NAMESPACE_MAX = 63  # a namespace name is a DNS label
+_HASH_CHARS = 10
+
+
+def tenant_namespace(prefix: str, tenant: str) -> str:
+    """The namespace of `tenant`'s pods in a member cluster whose agent uses `prefix`.
+
+    `<prefix>-<tenant>` when that has at most 62 characters; otherwise exactly 63:
+    `<prefix>-<start of tenant>-<10 hex of sha256(tenant)>`. Short forms are at most 62
+    characters and long forms exactly 63, so a short form never equals a long one; two short
+    forms differ where the tenants do, two long forms where the hashes do. Tenant names are
+    DNS labels (the API's grammar), so both forms are valid namespace names.
+    """
+    short = f"{prefix}-{tenant}"
+    if len(short) < _NAMESPACE_MAX:
+        return short
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:_HASH_CHARS]
+    keep = _NAMESPACE_MAX - len(prefix) - len(digest) - 2
+    if keep < 1:
+        raise ValueError(f"namespace prefix {prefix!r} is too long for tenant namespaces")
+    return f"{prefix}-{tenant[:keep]}-{digest}"  # "--" inside a label is valid
+
+
+NAMESPACE_PREFIX_MAX = 40  # leaves a long-form tenant namespace 11 characters of the tenant
+
+
+def valid_namespace_prefix(prefix: str) -> bool:
+    """Whether `prefix` is a DNS label short enough to prefix tenant namespaces."""
+    return len(prefix) <= NAMESPACE_PREFIX_MAX and re.fullmatch(DNS_LABEL[1:-1], prefix) is not None
+
+
+def in_tenant_namespace(prefix: str, namespace: str) -> bool:
+    """Whether `namespace` is `prefix` itself or one of its tenant namespaces."""
+    return namespace == prefix or namespace.startswith(f"{prefix}-")

@@ -20,6 +20,8 @@ See docs/failover.md.
 
 Gangs: their pods are created behind a scheduling gate, and the gates are lifted only once
 every pod of the gang exists (`gates_to_lift`), so the extender sees the whole gang at bind.
+Where the vendor's collective library reads a rank table, the agent rewrites the placement's
+once its pods are bound and have addresses (`cluster_agents.agent.ranktable`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.agent.logs import LogStreamer
+from cluster_agents.agent.ranktable import RankTableMount, placement_tables
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import summarize
 from federation.aio import cancel_all, sleep_unless_stopped
@@ -60,7 +63,7 @@ class AgentConfig:
     """Identity of the cluster and the agent's pacing."""
 
     cluster: str
-    namespace: str = "suanpan"
+    namespace: str = "suanpan"  # prefix of the tenant namespaces (`tenant_namespace`)
     region: str = ""
     zone: str = ""
     labels: dict[str, str] = field(default_factory=dict)
@@ -134,6 +137,7 @@ class Agent:
         self._reported: dict[tuple[str, int], tuple[str, str, str]] = {}  # state, reason, message
         self._sent: dict[str, NodeInfo] = {}
         self._finished: dict[str, float] = {}  # kept finished pod -> when first seen fenced
+        self._tables: dict[tuple[str, RankTableMount], str] = {}  # rank tables as last written
         self._generation = 0
         self._wake = asyncio.Event()
         self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
@@ -395,7 +399,18 @@ class Agent:
         lift = gates_to_lift(wanted, pods)
         if lift:
             await self.backend.ungate_pods(lift)
+        await self._write_rank_tables(wanted, pods)
         await self._report(pods)
+
+    async def _write_rank_tables(self, wanted: dict[str, PodSpec], pods: list[PodStatus]) -> None:
+        """Write each placement's rank table when it changed (once per table after a restart:
+        the agent does not know what the cluster holds)."""
+        tables = placement_tables(wanted.values(), pods)
+        self._tables = {k: v for k, v in self._tables.items() if k in tables}
+        for (namespace, mount), content in tables.items():
+            if self._tables.get((namespace, mount)) != content:
+                await self.backend.write_rank_table(namespace, mount, content)
+                self._tables[(namespace, mount)] = content
 
     def _expired(self, fenced: list[PodStatus]) -> list[str]:
         """The fenced pods to delete now: running ones at once, finished ones (kept for their

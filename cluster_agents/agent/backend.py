@@ -12,6 +12,7 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from cluster_agents.agent.ranktable import RankTableMount
 from federation.podtemplate import PodTemplate
 from federation.wire.agent import NodeInfo
 
@@ -44,11 +45,12 @@ class PodSpec:
     """A pod the agent wants in the cluster (rendered from an assignment)."""
 
     name: str
-    namespace: str
+    namespace: str  # the tenant's (`federation.k8s_names.tenant_namespace`)
     job: str  # job id
     epoch: int
     task: str
     replica: int
+    tenant: str
     template: PodTemplate  # the user's pod; what follows is Suanpan's, merged into it
     container: str  # the template's container that gets `image`, `requests` and devices
     image: str
@@ -71,6 +73,7 @@ class PodSpec:
     avoid_nodes: tuple[NodeExclusion, ...] = ()  # required node anti-affinity
     gang: str = ""  # gang of the pod ("": none); gang pods are created behind a scheduling gate
     gated: bool = False  # created with the `GANG_GATE` scheduling gate
+    rank_table: RankTableMount | None = None  # mounted in `container`, named by its variable
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,10 @@ class PodStatus:
     deleting: bool = False
     created_at: float = 0.0  # seconds (backend clock)
     gated: bool = False  # a scheduling gate holds it back from scheduling
+    host_ip: str = ""  # of its node, once bound and started
+    pod_ip: str = ""
+    devices: tuple[int, ...] = ()  # the extender's choice at bind (`DEVICES`)
+    device_ips: tuple[tuple[int, str], ...] = ()  # (device, address), where the plugin says
 
 
 class LogError(Exception):
@@ -133,6 +140,9 @@ class ClusterBackend(Protocol):
 
     async def ungate_pods(self, names: list[str]) -> None:
         """Remove the scheduling gates of these pods (already ungated or gone is fine)."""
+
+    async def write_rank_table(self, namespace: str, mount: RankTableMount, content: str) -> None:
+        """Replace the content of a placement's rank table (created with its pods)."""
 
     def pod_logs(
         self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int

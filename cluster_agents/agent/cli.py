@@ -22,6 +22,7 @@ from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
 from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import Catalog, load_catalog
+from federation.k8s_names import NAMESPACE_PREFIX_MAX, valid_namespace_prefix
 from federation.logs import configure_logging
 from federation.tls_client import client_context
 
@@ -43,6 +44,15 @@ def metrics_address(value: str) -> tuple[str, int] | None:
     if not sep or not port.isascii() or not port.isdigit() or int(port) > 65535:
         raise argparse.ArgumentTypeError(f"{value!r} is not HOST:PORT or off")
     return host or "127.0.0.1", int(port)
+
+
+def namespace_prefix(value: str) -> str:
+    """`--namespace`: a DNS label of at most 40 characters (tenant namespaces extend it)."""
+    if not valid_namespace_prefix(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a DNS label of at most {NAMESPACE_PREFIX_MAX} characters"
+        )
+    return value
 
 
 def _reachable() -> str | None:
@@ -181,7 +191,12 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
     p.add_argument("--region", default="")
     p.add_argument("--zone", default="")
     p.add_argument("--label", action="append", default=[], help="cluster label k=v (repeatable)")
-    p.add_argument("--namespace", default="suanpan", help="namespace of the pods the agent creates")
+    p.add_argument(
+        "--namespace",
+        type=namespace_prefix,
+        default="suanpan",
+        help="prefix of the tenant namespaces the agent creates its pods in (<prefix>-<tenant>)",
+    )
     p.add_argument(
         "--keep-finished",
         type=float,

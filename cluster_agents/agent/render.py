@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
+from cluster_agents.agent.ranktable import RankTableMount, config_map_name
 from federation.catalog import AcceleratorModel, Catalog
 from federation.compiled import DeviceOption
+from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
 
@@ -93,7 +95,8 @@ def visible_env(model: AcceleratorModel) -> dict[str, str]:
 def runtime_env(model: AcceleratorModel, option: DeviceOption) -> dict[str, str]:
     """The vendor's runtime variables (the catalog's `runtime`) for a replica on `option`: the
     collective library and its torch backend, and the framework's device selection `0..n-1`
-    (the container sees only its bound devices), unless the allocation passes that variable."""
+    (the container sees only its bound devices), unless the allocation passes that variable;
+    and the path of the rank table where the collective library reads one."""
     profile = model.runtime
     env = dict(profile.env)
     if profile.collective:
@@ -102,6 +105,8 @@ def runtime_env(model: AcceleratorModel, option: DeviceOption) -> dict[str, str]
         env["SUANPAN_DIST_BACKEND"] = profile.torch_backend
     if profile.framework_devices and profile.framework_devices not in visible_env(model):
         env[profile.framework_devices] = ",".join(map(str, range(option.count)))
+    if profile.rank_table:
+        env[profile.rank_table.env] = profile.rank_table.path
     return env
 
 
@@ -121,8 +126,9 @@ def cpu_only_exclusions(catalog: Catalog) -> tuple[NodeExclusion, ...]:
     )
 
 
-def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[PodSpec]:
-    """The pods of an Active assignment, every replica of every task.
+def render(assignment: Assignment, prefix: str, catalog: Catalog) -> list[PodSpec]:
+    """The pods of an Active assignment, every replica of every task, in the tenant's
+    namespace (`tenant_namespace(prefix, tenant)`).
 
     The agent's `catalog` adds what only the cluster side knows: how the vendor's plugin learns
     the extender's devices (a visible-devices variable read from the bind's annotation) and
@@ -132,9 +138,12 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
     `GANG_SIZE` for the extender's bind. A placement of more than one pod gets a headless
     Service (`service_name`) as the pods' subdomain, each pod the hostname
     `<job name>-<task>-<replica>`; every container gets `rendezvous_env`, RANK counting the
-    replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`.
+    replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`; where
+    the vendor's collective library reads a rank table, the pod mounts the placement's
+    (`cluster_agents.agent.ranktable`).
     """
     job = str(assignment.job)
+    namespace = tenant_namespace(prefix, assignment.tenant)
     hints = {(h.task, h.replica): h for h in assignment.hints}
     gang = f"{job}-e{assignment.epoch}" if assignment.gang and assignment.replicas > 1 else ""
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
@@ -149,6 +158,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
         env_from: dict[str, str] = {}
         vendor_env: dict[str, str] = {}
         avoid: tuple[NodeExclusion, ...] = ()
+        table: RankTableMount | None = None
         image = task.image
         if option is None and annotations.get(ann.ACCELERATOR_NODES) != "allow":
             avoid = cpu_only_exclusions(catalog)
@@ -162,6 +172,9 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
             if model is not None:
                 env_from = visible_env(model)
                 vendor_env = runtime_env(model, option)
+                if model.runtime.rank_table:
+                    cm = config_map_name(job, assignment.epoch)
+                    table = RankTableMount(cm, model.runtime.rank_table)
             if gang:
                 annotations |= {ann.GANG: gang, ann.GANG_SIZE: str(binding)}
         if not image:
@@ -179,6 +192,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                 PodSpec(
                     name=name,
                     namespace=namespace,
+                    tenant=assignment.tenant,
                     job=job,
                     epoch=assignment.epoch,
                     task=task.name,
@@ -208,6 +222,7 @@ def render(assignment: Assignment, namespace: str, catalog: Catalog) -> list[Pod
                     avoid_nodes=avoid,
                     gang=gang,
                     gated=bool(gang),
+                    rank_table=table,
                 )
             )
             rank += 1

@@ -3,7 +3,10 @@
 Every pod of the cluster is kept in compact form (what occupancy needs, plus the status of
 Suanpan's own pods); node inventories are recomputed only for nodes whose node object or
 pods changed. `changed` is set when something the agent reports changed: a node, a pod's
-use of a node, or the status of a Suanpan pod in the agent's namespace.
+use of a node, or the status of a Suanpan pod. Suanpan's pods are those labelled managed in
+the agent's namespaces (its prefix and the tenant namespaces under it, see
+`federation.k8s_names.tenant_namespace`), known by name as the agent knows them (the
+renderer's names carry job id, epoch, task and replica, whatever the namespace).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from cluster_agents.backends.k8s_pods import ManagedPod, managed_pod, pod_status
 from cluster_agents.kube.pods import PodInfo, pod_info
 from cluster_agents.kube.watch import Store
 from federation.catalog import Catalog
+from federation.k8s_names import in_tenant_namespace
 from federation.wire.agent import NodeInfo
 
 PodKey = tuple[str, str]  # (namespace, name)
@@ -33,15 +37,16 @@ def _key(obj: Mapping[str, Any]) -> PodKey:
 class ClusterCache:
     """Nodes and pods of one cluster, and the inventory and statuses derived from them."""
 
-    def __init__(self, catalog: Catalog, namespace: str) -> None:
+    def __init__(self, catalog: Catalog, prefix: str) -> None:
         self.catalog = catalog
-        self.namespace = namespace
+        self.prefix = prefix
+        self._addresses = catalog.device_address_annotations()
         self.changed = asyncio.Event()
         self.node_store = Store(self._replace_nodes, self._upsert_node, self._remove_node)
         self.pod_store = Store(self._replace_pods, self.upsert_pod, self._remove_pod)
         self._nodes: dict[str, NodeView] = {}
         self._pods: dict[PodKey, PodInfo] = {}  # every pod of the cluster
-        self._managed: dict[str, ManagedPod] = {}  # Suanpan's pods of the namespace, by name
+        self._managed: dict[str, ManagedPod] = {}  # Suanpan's pods, by name
         self._on_node: defaultdict[str, set[PodKey]] = defaultdict(set)
         self._infos: dict[str, NodeInfo] = {}  # memoized node_info of clean nodes
         self._gone: dict[str, None] = {}  # uids of deleted pods, oldest first
@@ -57,7 +62,7 @@ class ClusterCache:
         return [self._infos[name] for name in sorted(self._nodes)]
 
     def pods(self) -> list[PodStatus]:
-        """Suanpan's pods in the namespace, by name."""
+        """Suanpan's pods, by name."""
         nodes = self._nodes
         return [
             pod_status(p, nodes[p.node].ready if p.node in nodes else None)
@@ -69,7 +74,7 @@ class ClusterCache:
         return (namespace, name) in self._pods
 
     def managed(self, name: str) -> ManagedPod | None:
-        """A Suanpan pod of the namespace by name."""
+        """A Suanpan pod by name."""
         return self._managed.get(name)
 
     def placement_pods(self, job: str, epoch: int) -> list[ManagedPod]:
@@ -115,9 +120,9 @@ class ClusterCache:
         if info.node:
             self._on_node[info.node].add(key)
         self._pods[key] = info
-        if key[0] != self.namespace:
+        if not in_tenant_namespace(self.prefix, key[0]):
             return old, False
-        managed = managed_pod(pod)
+        managed = managed_pod(pod, self._addresses)
         before = self._managed.pop(key[1], None)
         if managed is not None:
             self._managed[key[1]] = managed
@@ -151,5 +156,6 @@ class ClusterCache:
         old = self._pods.pop(key, None)
         if old is not None:
             self._on_node[old.node].discard(key)
-        managed = self._managed.pop(key[1], None) if key[0] == self.namespace else None
+        ours = in_tenant_namespace(self.prefix, key[0])
+        managed = self._managed.pop(key[1], None) if ours else None
         self._touch(old, None, managed is not None)

@@ -13,11 +13,12 @@ The reason, first that applies:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
 from cluster_agents.agent.backend import PodPhase, PodStatus
+from cluster_agents.agent.ranktable import device_addresses
 from cluster_agents.kube.api import timestamp
 from federation.wire import annotations as ann
 
@@ -32,6 +33,7 @@ class ManagedPod:
     """A pod Suanpan created, with the reason its own status gives."""
 
     name: str
+    namespace: str
     job: str
     epoch: int
     task: str
@@ -43,6 +45,18 @@ class ManagedPod:
     deleting: bool
     created_at: float
     gated: bool = False
+    host_ip: str = ""
+    pod_ip: str = ""
+    devices: tuple[int, ...] = ()  # the extender's `DEVICES` at bind
+    device_ips: tuple[tuple[int, str], ...] = ()  # the device plugin's addresses of them
+
+
+def _devices(text: str | None) -> tuple[int, ...]:
+    """The device indices of a `DEVICES` annotation ("0,1"); () when absent or malformed."""
+    try:
+        return tuple(int(i) for i in (text or "").split(",") if i)
+    except ValueError:
+        return ()
 
 
 def _int(text: str | None) -> int:
@@ -116,8 +130,11 @@ def _reason(status: Mapping[str, Any]) -> tuple[str, str]:
     return "", ""
 
 
-def managed_pod(pod: Mapping[str, Any]) -> ManagedPod | None:
+def managed_pod(
+    pod: Mapping[str, Any], address_annotations: Collection[str] = ()
+) -> ManagedPod | None:
     """Parse a v1 Pod Suanpan created (label `suanpan.io/managed=true`); None for others.
+    `address_annotations`: where device plugins give the devices' addresses (catalog).
 
     Unparsable job labels give epoch 0, which no placement has: the agent fences such pods.
     """
@@ -127,8 +144,11 @@ def managed_pod(pod: Mapping[str, Any]) -> ManagedPod | None:
         return None
     status = pod.get("status") or {}
     reason, message = _reason(status)
+    notes = meta.get("annotations") or {}
+    given = next((notes[k] for k in address_annotations if k in notes), "")
     return ManagedPod(
         name=meta.get("name", ""),
+        namespace=meta.get("namespace", ""),
         job=labels.get(ann.JOB_LABEL, ""),
         epoch=_int(labels.get(ann.EPOCH_LABEL)),
         task=labels.get(ann.TASK_LABEL, ""),
@@ -140,6 +160,10 @@ def managed_pod(pod: Mapping[str, Any]) -> ManagedPod | None:
         deleting=bool(meta.get("deletionTimestamp")),
         created_at=timestamp(meta.get("creationTimestamp")),
         gated=bool((pod.get("spec") or {}).get("schedulingGates")),
+        host_ip=status.get("hostIP") or "",
+        pod_ip=status.get("podIP") or "",
+        devices=_devices(notes.get(ann.DEVICES)),
+        device_ips=device_addresses(given) if given else (),
     )
 
 
@@ -165,4 +189,8 @@ def pod_status(pod: ManagedPod, node_ready: bool | None) -> PodStatus:
         deleting=pod.deleting,
         created_at=pod.created_at,
         gated=pod.gated,
+        host_ip=pod.host_ip,
+        pod_ip=pod.pod_ip,
+        devices=pod.devices,
+        device_ips=pod.device_ips,
     )

@@ -9,6 +9,8 @@
   ANDed into the user's, tolerations added to the user's, and the gang's scheduling gate;
 - a headless Service per placement of more than one pod (owned like the pods), the pods'
   subdomain, so `<hostname>.<service>` resolves for rendezvous;
+- a rank-table ConfigMap per placement whose vendor's collective library reads one (owned like
+  the pods), mounted as a directory in each pod's task container;
 - a PriorityClass per hub priority class, preemptionPolicy Never: the hub chooses victims,
   kube-scheduler must not evict anything on its own for our pods.
 """
@@ -25,9 +27,11 @@ from kubernetes_asyncio.client import (
 )
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
+from cluster_agents.agent.ranktable import RankTableMount
 from federation.wire import annotations as ann
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+RANK_TABLE_VOLUME = "suanpan-rank-table"
 
 
 def owner_name(job: str, epoch: int) -> str:
@@ -108,6 +112,16 @@ def render_pod(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
         env_from = [_from_annotation(k, v) for k, v in sorted(spec.env_from_annotations.items())]
         if env_from:
             container["env"] = [*container.get("env", []), *env_from]
+        if spec.rank_table is not None:
+            mount = {
+                "name": RANK_TABLE_VOLUME,
+                "mountPath": spec.rank_table.directory,
+                "readOnly": True,
+            }
+            container["volumeMounts"] = [*container.get("volumeMounts", []), mount]
+    if spec.rank_table is not None:
+        volume = {"name": RANK_TABLE_VOLUME, "configMap": {"name": spec.rank_table.config_map}}
+        pod["volumes"] = [*pod.get("volumes", []), volume]
     affinity = pod.setdefault("affinity", {})
     _avoiding(affinity, spec.avoid_nodes)
     if not affinity:
@@ -152,21 +166,38 @@ def render_service(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": spec.service,
-            "namespace": spec.namespace,
-            "labels": {
-                ann.MANAGED_LABEL: "true",
-                ann.JOB_LABEL: spec.job,
-                ann.EPOCH_LABEL: str(spec.epoch),
-            },
-            "ownerReferences": [owner.to_dict(serialize=True)],
-        },
+        "metadata": _placement_metadata(spec.service, spec, owner),
         "spec": {
             "clusterIP": "None",
             "selector": {ann.JOB_LABEL: spec.job, ann.EPOCH_LABEL: str(spec.epoch)},
             "publishNotReadyAddresses": True,
         },
+    }
+
+
+def render_rank_table(
+    spec: PodSpec, mount: RankTableMount, owner: V1OwnerReference, content: str
+) -> dict[str, Any]:
+    """A placement's rank-table ConfigMap (`spec`: one of its pods), owned like its pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _placement_metadata(mount.config_map, spec, owner),
+        "data": {mount.key: content},
+    }
+
+
+def _placement_metadata(name: str, spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
+    """Metadata of an object of the placement of `spec`'s pod, owned like the pods."""
+    return {
+        "name": name,
+        "namespace": spec.namespace,
+        "labels": {
+            ann.MANAGED_LABEL: "true",
+            ann.JOB_LABEL: spec.job,
+            ann.EPOCH_LABEL: str(spec.epoch),
+        },
+        "ownerReferences": [owner.to_dict(serialize=True)],
     }
 
 

@@ -1,8 +1,10 @@
 """The agent's backend for a real Kubernetes cluster (kubernetes_asyncio).
 
 Nodes and pods of the whole cluster are listed and watched into a `ClusterCache`, from which
-`nodes()` and `pods()` answer without I/O. Pods are created in the agent's namespace under
-one owner ConfigMap per (job, epoch) and with a PriorityClass per hub priority class; see
+`nodes()` and `pods()` answer without I/O. Pods are created in their tenant's namespace
+(`federation.k8s_names.tenant_namespace` of the agent's `namespace` prefix), which the
+backend creates, labelled as Suanpan's, before the tenant's first pod, under one owner
+ConfigMap per (job, epoch) and with a PriorityClass per hub priority class; see
 docs/agent-kubernetes.md for the RBAC this needs and how occupancy is computed.
 """
 
@@ -17,11 +19,9 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Ite
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import config as kube_config
 from kubernetes_asyncio.client import (
     ApiClient,
     ApiException,
-    Configuration,
     CoreV1Api,
     SchedulingV1Api,
     V1Namespace,
@@ -32,6 +32,7 @@ from kubernetes_asyncio.client import (
 from prometheus_client import CollectorRegistry
 
 from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus
+from cluster_agents.agent.ranktable import INITIALIZING, RankTableMount
 from cluster_agents.backends.k8s_cache import ClusterCache
 from cluster_agents.backends.k8s_render import (
     owner_name,
@@ -39,9 +40,11 @@ from cluster_agents.backends.k8s_render import (
     render_owner,
     render_pod,
     render_priority_class,
+    render_rank_table,
     render_service,
 )
 from cluster_agents.kube.api import JSON, KubeAPIError, call
+from cluster_agents.kube.client import connect
 from cluster_agents.kube.metrics import BackendMetrics
 from cluster_agents.kube.watch import Reflector
 from federation.catalog import Catalog
@@ -56,14 +59,15 @@ REQUEST_TIMEOUT_S = 30.0
 class KubernetesBackend:
     """`ClusterBackend` over a real cluster: list+watch for reads, the API for writes.
 
-    `kubeconfig` None means in-cluster configuration (the agent's service account).
+    `kubeconfig` None means in-cluster configuration (the agent's service account); `prefix`
+    names the tenant namespaces (the agent's `--namespace`).
     Metrics go to `registry` (a private one when None), see `BackendMetrics`.
     """
 
     def __init__(
         self,
         kubeconfig: str | None,
-        namespace: str,
+        prefix: str,
         catalog: Catalog,
         *,
         clock: Callable[[], float] = time.time,
@@ -71,31 +75,24 @@ class KubernetesBackend:
         concurrency: int = 16,
     ) -> None:
         self.kubeconfig = kubeconfig
-        self.namespace = namespace
+        self.prefix = prefix  # of the tenant namespaces
         self.metrics = BackendMetrics(registry)
         self.watches: dict[str, Reflector] = {}  # "nodes", "pods"
         self._clock = clock
-        self._cache = ClusterCache(catalog, namespace)
+        self._cache = ClusterCache(catalog, prefix)
         self.changed = self._cache.changed
         self._limit = asyncio.Semaphore(concurrency)
         self._api: ApiClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._priority_classes: set[str] = set()  # known to exist
+        self._namespaces: set[str] = set()  # tenant namespaces known to exist
 
     # --- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Connect, create the namespace if missing, list nodes and pods, start watching."""
-        configuration = Configuration()
-        if self.kubeconfig is None:
-            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        else:
-            await kube_config.load_kube_config(
-                config_file=self.kubeconfig, client_configuration=configuration
-            )
-        self._api = ApiClient(configuration)
+        """Connect, list nodes and pods, start watching."""
+        self._api = await connect(self.kubeconfig)
         try:
-            await self._ensure_namespace()
             core = self._core
             self.watches = {
                 resource: Reflector(resource, lister, store, self.metrics, self._clock)
@@ -142,7 +139,7 @@ class KubernetesBackend:
         return self._cache.nodes()
 
     def pods(self) -> list[PodStatus]:
-        """Suanpan's pods in the namespace."""
+        """Suanpan's pods in the agent's namespaces."""
         return self._cache.pods()
 
     def now(self) -> float:
@@ -152,13 +149,24 @@ class KubernetesBackend:
     # --- writes --------------------------------------------------------------------------
 
     async def create_pods(self, pods: list[PodSpec]) -> None:
-        """Create the pods not known yet; one that already exists (409) is left alone."""
+        """Create the pods not known yet (and their tenants' namespaces); one that already
+        exists (409) is left alone."""
         todo = [p for p in pods if not self._cache.has_pod(p.namespace, p.name)]
         classes = {p.priority_class: p.priority for p in todo if p.priority_class}
+        namespaces = {p.namespace: p.tenant for p in todo}
         await self._each(
-            self._ensure_priority_class(name, value)
-            for name, value in classes.items()
-            if name not in self._priority_classes
+            [
+                *(
+                    self._ensure_priority_class(name, value)
+                    for name, value in classes.items()
+                    if name not in self._priority_classes
+                ),
+                *(
+                    self._ensure_namespace(name, tenant)
+                    for name, tenant in namespaces.items()
+                    if name not in self._namespaces
+                ),
+            ]
         )
         placements: defaultdict[tuple[str, str, int], list[PodSpec]] = defaultdict(list)
         for spec in todo:
@@ -166,22 +174,35 @@ class KubernetesBackend:
         await self._each(self._create_placement(*key, specs) for key, specs in placements.items())
 
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
-        """Delete pods of the namespace (gone already is fine), then the owners left empty."""
+        """Delete Suanpan's pods (gone already or unknown is fine), then the owners left empty."""
         managed = [m for m in map(self._cache.managed, names) if m is not None]
-        await self._each(self._delete_pod(name, grace_seconds) for name in names)
+        await self._each(self._delete_pod(m.namespace, m.name, grace_seconds) for m in managed)
         leaving = set(names)
         empty = {
-            (m.job, m.epoch)
+            (m.namespace, m.job, m.epoch)
             for m in managed
             if all(
                 p.name in leaving or p.deleting for p in self._cache.placement_pods(m.job, m.epoch)
             )
         }
-        await self._each(self._delete_owner(job, epoch) for job, epoch in empty)
+        await self._each(self._delete_owner(*placement) for placement in empty)
 
     async def ungate_pods(self, names: list[str]) -> None:
-        """Remove the scheduling gates of pods of the namespace (gone already is fine)."""
-        await self._each(self._ungate(name) for name in names)
+        """Remove the scheduling gates of Suanpan's pods (gone already or unknown is fine)."""
+        managed = [m for m in map(self._cache.managed, names) if m is not None]
+        await self._each(self._ungate(m.namespace, m.name) for m in managed)
+
+    async def write_rank_table(self, namespace: str, mount: RankTableMount, content: str) -> None:
+        """Merge-patch the rank table's file (the kubelet refreshes mounted copies); gone
+        (404: the placement is being torn down) is fine."""
+        await self._call(
+            self._core.patch_namespaced_config_map,
+            mount.config_map,
+            namespace,
+            {"data": {mount.key: content}},
+            accept=(404,),
+            _content_type="application/merge-patch+json",
+        )
 
     # --- helpers -------------------------------------------------------------------------
 
@@ -189,6 +210,9 @@ class KubernetesBackend:
         self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int
     ) -> AsyncGenerator[bytes, None]:
         """The pod's log from the kubelet through the apiserver, streamed as it comes."""
+        pod = self._cache.managed(name)
+        if pod is None:
+            raise LogError(f"no pod {name} in this cluster")
         options: dict[str, Any] = {"follow": follow, "limit_bytes": limit_bytes}
         if container:
             options["container"] = container
@@ -196,7 +220,7 @@ class KubernetesBackend:
             options["tail_lines"] = tail
         try:
             resp: aiohttp.ClientResponse = await self._core.read_namespaced_pod_log(  # type: ignore[assignment]
-                name, self.namespace, _preload_content=False, **options
+                name, pod.namespace, _preload_content=False, **options
             )
         except ApiException as exc:
             raise LogError(f"cannot read the log of pod {name}: {exc.status} {exc.reason}") from exc
@@ -246,13 +270,12 @@ class KubernetesBackend:
                 first.status, f"{len(errors)} of {len(results)} failed, e.g. {first}"
             )
 
-    async def _ensure_namespace(self) -> None:
-        status, _ = await self._call(self._core.read_namespace, self.namespace, accept=(404,))
-        if status == 404:
-            body = V1Namespace(
-                metadata=V1ObjectMeta(name=self.namespace, labels={ann.MANAGED_LABEL: "true"})
-            )
-            await self._call(self._core.create_namespace, body, accept=(409,))
+    async def _ensure_namespace(self, name: str, tenant: str) -> None:
+        """Create a tenant's namespace, labelled as Suanpan's, unless it exists."""
+        labels = {ann.MANAGED_LABEL: "true", ann.TENANT_LABEL: tenant}
+        body = V1Namespace(metadata=V1ObjectMeta(name=name, labels=labels))
+        await self._call(self._core.create_namespace, body, accept=(409,))
+        self._namespaces.add(name)
 
     async def _ensure_priority_class(self, name: str, value: int) -> None:
         """Create the PriorityClass unless it exists (its value is then the existing one)."""
@@ -279,11 +302,22 @@ class KubernetesBackend:
     async def _create_placement(
         self, namespace: str, job: str, epoch: int, specs: list[PodSpec]
     ) -> None:
-        owner = await self._owner(namespace, job, epoch)
+        try:
+            owner = await self._owner(namespace, job, epoch)
+        except KubeAPIError as exc:
+            if exc.status == 404:  # someone deleted the namespace: create it again next time
+                self._namespaces.discard(namespace)
+            raise
         if specs[0].service:
             service = render_service(specs[0], owner)
             await self._call(
                 self._core.create_namespaced_service, namespace, service, accept=(409,)
+            )
+        mounting = next((s for s in specs if s.rank_table is not None), None)
+        if mounting is not None and mounting.rank_table is not None:
+            body = render_rank_table(mounting, mounting.rank_table, owner, INITIALIZING)
+            await self._call(
+                self._core.create_namespaced_config_map, namespace, body, accept=(409,)
             )
         await self._each(self._create_pod(render_pod(spec, owner)) for spec in specs)
 
@@ -294,34 +328,34 @@ class KubernetesBackend:
         if status != 409:
             self._cache.upsert_created(body)
 
-    async def _ungate(self, name: str) -> None:
+    async def _ungate(self, namespace: str, name: str) -> None:
         """Merge-patch the gates away (Kubernetes allows removing gates, never adding them; an
         ungated pod is left as it is). The watch shows the result."""
         await self._call(
             self._core.patch_namespaced_pod,
             name,
-            self.namespace,
+            namespace,
             {"spec": {"schedulingGates": None}},
             accept=(404,),
             _content_type="application/merge-patch+json",
         )
 
-    async def _delete_pod(self, name: str, grace_seconds: int) -> None:
+    async def _delete_pod(self, namespace: str, name: str, grace_seconds: int) -> None:
         await self._call(
             self._core.delete_namespaced_pod,
             name,
-            self.namespace,
+            namespace,
             grace_period_seconds=grace_seconds,
             accept=(404,),
         )
 
-    async def _delete_owner(self, job: str, epoch: int) -> None:
+    async def _delete_owner(self, namespace: str, job: str, epoch: int) -> None:
         """Delete an owner whose pods are all being deleted already. Orphan propagation: the
         pods keep the grace period they were given, not the garbage collector's default."""
         await self._call(
             self._core.delete_namespaced_config_map,
             owner_name(job, epoch),
-            self.namespace,
+            namespace,
             propagation_policy="Orphan",
             accept=(404,),
         )

@@ -20,6 +20,7 @@ from cluster_agents.agent.backend import (
     PodSpec,
     PodStatus,
 )
+from cluster_agents.agent.ranktable import INITIALIZING, RankTableMount
 from cluster_agents.kube.pods import DemandError, parse_device_request
 from federation.catalog import Catalog, ResolvedDevices, resolve_node
 from federation.compiler import cpu_milli, memory_mib
@@ -71,6 +72,7 @@ class _Pod:
     reason: str = ""
     message: str = ""
     gated: bool = False
+    ip: str = ""  # its address, given when it is created
 
 
 @dataclass
@@ -90,6 +92,8 @@ class SimulatedCluster:
         self._origin = self.clock()
         self._nodes: dict[str, _Node] = {}
         self._pods: dict[str, _Pod] = {}
+        self._created = 0  # pods ever created: each gets the next address
+        self.rank_tables: dict[tuple[str, str], str] = {}  # (namespace, ConfigMap) -> content
         self._task: asyncio.Task[None] | None = None
         for spec in self.specs:
             self.add_node(spec)
@@ -171,9 +175,17 @@ class SimulatedCluster:
                 message=p.message,
                 created_at=p.created,
                 gated=p.gated,
+                host_ip=self._host_ip(p.node),
+                pod_ip=p.ip if p.phase == "Running" else "",
+                devices=p.devices,
             )
             for p in self._pods.values()
         ]
+
+    def _host_ip(self, node: str) -> str:
+        """A node's address: 10.0.x.y by its position."""
+        index = next((i for i, name in enumerate(self._nodes) if name == node), None)
+        return "" if index is None else f"10.0.{index // 250}.{index % 250 + 1}"
 
     def pod_specs(self) -> list[PodSpec]:
         """What the agent asked for, per existing pod (env, hostname, ...), for reports."""
@@ -184,7 +196,13 @@ class SimulatedCluster:
         self._reach()
         for spec in pods:
             if spec.name not in self._pods:
-                self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated)
+                self._created += 1
+                n = self._created
+                ip = f"10.{128 + n // 65536 % 64}.{n // 256 % 256}.{n % 256}"
+                self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated, ip=ip)
+            if spec.rank_table is not None:
+                key = (spec.namespace, spec.rank_table.config_map)
+                self.rank_tables.setdefault(key, INITIALIZING)
         self._step()
 
     async def ungate_pods(self, names: list[str]) -> None:
@@ -195,13 +213,24 @@ class SimulatedCluster:
                 self._pods[name].gated = False
         self._step()
 
+    async def write_rank_table(self, namespace: str, mount: RankTableMount, content: str) -> None:
+        """Record the rank table's new content."""
+        self._reach()
+        self.rank_tables[(namespace, mount.config_map)] = content
+
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
-        """Remove pods at once, freeing what they held."""
+        """Remove pods at once, freeing what they held (and rank tables no pod mounts)."""
         self._reach()
         for name in names:
             pod = self._pods.pop(name, None)
             if pod is not None:
                 self._free(pod)
+        mounted = {
+            (p.spec.namespace, p.spec.rank_table.config_map)
+            for p in self._pods.values()
+            if p.spec.rank_table is not None
+        }
+        self.rank_tables = {k: v for k, v in self.rank_tables.items() if k in mounted}
         self.changed.set()
 
     # --- fault injection and fleet changes -----------------------------------------------

@@ -11,7 +11,9 @@ without its devices or an annotated pod left unbound). A failure releases the re
 No lock is held across the API call: packing policies send bursts of pods to one node, and a
 per-node lock held over the round trips serialized them (2 s mean bind latency at 500 pods).
 A second bind of the same pod while one is in flight (kube-scheduler retries after its HTTP
-timeout) is refused instead.
+timeout) is refused instead, and so is one after a bind that went through but that the watch
+has not shown yet: choosing again would have replaced the reservation of the devices the pod
+was bound with, and handed them out a second time.
 
 The Binding also carries what the vendor's device plugin reads to allocate exactly those
 devices (`cluster_agents.kube.allocation`, per the catalog's `allocation` record).
@@ -128,6 +130,10 @@ class Binder:
             return BindOutcome()
         if uid in self._in_flight:
             return BindOutcome(f"a bind of {ns}/{name} is already in flight")
+        held_by = self.cache.reservation(uid)
+        if pod.node or held_by is not None:  # a retry of a bind that went through
+            bound = pod.node or (held_by.node if held_by else "")
+            return BindOutcome(f"pod {ns}/{name} is already bound to {bound}")
         model, decision = choose(self.cache, demand, node, self.prefer, pod.hint)
         if not decision.ok:
             return BindOutcome(f"bind conflict on {node}: {decision.reason}", True)

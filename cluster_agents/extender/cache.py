@@ -177,6 +177,10 @@ class Cache:
         if reservation is not None:
             self._touch(reservation.node)
 
+    def reservation(self, uid: str) -> Reservation | None:
+        """The pod's reservation: a bind in flight, or one done that the watch has not shown."""
+        return self._reserved.get(uid)
+
     @property
     def reservations(self) -> int:
         """Number of binds in flight."""

@@ -14,7 +14,6 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from aiohttp import web
 
@@ -25,6 +24,7 @@ from cluster_agents.extender.metrics import Metrics
 from cluster_agents.extender.scoring import POLICIES
 from cluster_agents.extender.server import make_app
 from cluster_agents.extender.service import Extender
+from cluster_agents.kube.client import connect
 from cluster_agents.kube.metrics import BackendMetrics
 from federation.catalog import Catalog, load_catalog
 
@@ -53,15 +53,6 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _client(kubeconfig: str | None) -> Any:
-    from kubernetes_asyncio import client, config
-
-    if kubeconfig:
-        return await config.new_client_from_config(config_file=kubeconfig)
-    config.load_incluster_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
-
-
 async def serve(
     catalog: Catalog,
     kubeconfig: str | None,
@@ -73,7 +64,7 @@ async def serve(
     """Run the extender until SIGTERM or SIGINT."""
     from kubernetes_asyncio import client
 
-    api = await _client(kubeconfig)
+    api = await connect(kubeconfig)
     async with api:
         core = client.CoreV1Api(api)
         cache = Cache(catalog)

@@ -78,6 +78,12 @@ class ClusterState:
         scheme = "http" if component == "kwok" else "https"
         return f"{scheme}://127.0.0.1:{self.ports[component]}"
 
+    @property
+    def pod_log(self) -> Path:
+        """The file kwok serves as every pod's container log (CRI log format, one
+        `<RFC 3339 time> stdout F <text>` per line; appended lines stream to `--follow`)."""
+        return Path(self.kubeconfig).parent / "clusters" / self.name / "pods.log"
+
     def client(self) -> KubeClient:
         """An admin client for this cluster's apiserver."""
         return KubeClient(self.apiserver_url, self.token, self.ca_file)
@@ -214,6 +220,16 @@ def _child_env(workdir: Path) -> dict[str, str]:
         "GOTELEMETRY": "off",
         "TMPDIR": str(workdir / "tmp"),
         "LANG": "C.UTF-8",
+    }
+
+
+def _cluster_logs(path: Path) -> dict[str, Any]:
+    """kwok's ClusterLogs: every pod's every container logs `path`, followed when asked."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterLogs",
+        "metadata": {"name": "suanpan-pod-logs"},
+        "spec": {"logs": [{"logsFile": str(path), "follow": True}]},
     }
 
 
@@ -381,6 +397,8 @@ class _Starter:
             ports=dict(zip(names, ports, strict=True)),
             nodes=[n.name for n in cp.nodes],
         )
+        cs.pod_log.touch()
+        (cdir / "kwok-logs.yaml").write_text(yaml.safe_dump(_cluster_logs(cs.pod_log)))
         kc = Path(cs.kubeconfig)
         kc.write_text(_kubeconfig(cp.name, cs.apiserver_url, pki_.ca_cert, token))
         kc.chmod(0o600)
@@ -420,6 +438,7 @@ class _Starter:
                 "--service-cluster-ip-range=10.96.0.0/16",
                 "--endpoint-reconciler-type=none",
                 "--enable-priority-and-fairness=false",
+                "--kubelet-preferred-address-types=InternalIP",  # kwok's server, for logs
                 "--profiling=false",
                 f"--requestheader-client-ca-file={pki_.ca_cert}",
                 "--requestheader-allowed-names=front-proxy-client",
@@ -485,6 +504,7 @@ class _Starter:
                 str(self.bin / "kwok"),
                 f"--kubeconfig={kc}",
                 f"--config={KWOK_STAGES}",
+                f"--config={d / 'kwok-logs.yaml'}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
                 "--manage-nodes-with-label-selector=",
@@ -493,6 +513,7 @@ class _Starter:
                 "--node-ip=127.0.0.1",
                 "--node-lease-duration-seconds=40",
                 f"--server-address=127.0.0.1:{cs.ports['kwok']}",
+                f"--node-port={cs.ports['kwok']}",  # nodes' kubelet endpoint: logs
             ],
             d / "kwok.log",
         )

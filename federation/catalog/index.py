@@ -19,6 +19,9 @@ class Catalog:
     reference_fp16_tflops: float = 312.0
     _folded: Mapping[str, AcceleratorModel] = field(init=False, repr=False, compare=False)
     _managed: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    _users: Mapping[str, tuple[tuple[AcceleratorModel, ...], tuple[AcceleratorModel, ...]]] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         models = dict(self.models)
@@ -34,6 +37,16 @@ class Catalog:
             names.update(model.resources)
             names.update(r for r in (s.share_resource, s.memory_resource, s.core_resource) if r)
         object.__setattr__(self, "_managed", tuple(sorted(names)))
+        users = {}
+        for name in names:
+            whole = tuple(m for m in models.values() if name in m.resources)
+            shares = tuple(
+                m
+                for m in models.values()
+                if m.sharing.enabled and m.sharing.share_resource == name and m not in whole
+            )
+            users[name] = (whole, shares)
+        object.__setattr__(self, "_users", MappingProxyType(users))
 
     def get(self, key: str) -> AcceleratorModel | None:
         """The model with this key (case-insensitive), or None."""
@@ -71,6 +84,22 @@ class Catalog:
         it cannot attribute (`resolve_node`, `pod_device_usage`).
         """
         return self._managed
+
+    def device_address_annotations(self) -> frozenset[str]:
+        """The pod annotations in which device plugins give the bound devices' addresses (the
+        rank-table profiles' `device_annotation`)."""
+        return frozenset(
+            table.device_annotation
+            for model in self.models.values()
+            if (table := model.runtime.rank_table) is not None and table.device_annotation
+        )
+
+    def resource_users(
+        self, name: str
+    ) -> tuple[tuple[AcceleratorModel, ...], tuple[AcceleratorModel, ...]]:
+        """Models counting whole devices with the resource `name`, and models sharing devices
+        through it (computed once: every pod and node resource is looked up here)."""
+        return self._users.get(name, ((), ()))
 
     def accelerator_node_labels(self) -> dict[str, frozenset[str]]:
         """Labels that mark a node as carrying a catalog accelerator: key -> values (empty:

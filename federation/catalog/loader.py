@@ -25,6 +25,7 @@ from federation.catalog.types import (
     AcceleratorModel,
     DeviceAllocation,
     NodeSelectorRule,
+    RankTableProfile,
     RuntimeProfile,
     SharingRule,
     TopologyRule,
@@ -176,7 +177,14 @@ def _build(key: str, f: Mapping[str, Any], reference: float, where: str) -> Acce
 
 
 def _runtime(fields: Mapping[str, Any]) -> RuntimeProfile:
-    return RuntimeProfile(**{**fields, "env": tuple(fields.get("env", {}).items())})
+    table = fields.get("rank_table")
+    return RuntimeProfile(
+        **{
+            **fields,
+            "env": tuple(fields.get("env", {}).items()),
+            "rank_table": RankTableProfile(**table) if table else None,
+        }
+    )
 
 
 def _allocation(fields: Mapping[str, Any], model: str, where: str) -> DeviceAllocation:

@@ -77,7 +77,7 @@ def resolve_node(
     best: dict[str, tuple[tuple[bool, bool], ResolvedDevices]] = {}
     unrecognized: list[UnrecognizedResource] = []
     for name, raw in sorted(allocatable.items()):
-        whole, shares = _candidates(catalog, name)
+        whole, shares = catalog.resource_users(name)
         candidates = whole or shares
         if not candidates:
             if _looks_like_accelerator(catalog, name):
@@ -132,23 +132,13 @@ def pod_device_usage(
 def _usage(catalog: Catalog, requests: Mapping[str, str]) -> dict[str, int]:
     usage: dict[str, int] = {}
     for name, raw in requests.items():
-        whole, shares = _candidates(catalog, name)
+        whole, shares = catalog.resource_users(name)
         candidates = whole or shares
         if not candidates and not _looks_like_accelerator(catalog, name):
             continue
         key = candidates[0].key if len(candidates) == 1 else name
         usage[key] = usage.get(key, 0) + parse_count(raw)
     return usage
-
-
-def _candidates(
-    catalog: Catalog, name: str
-) -> tuple[list[AcceleratorModel], list[AcceleratorModel]]:
-    """Models counting whole devices with `name`, and models sharing devices through it."""
-    models = catalog.models.values()
-    whole = [m for m in models if name in m.resources]
-    shares = [m for m in models if m.sharing.enabled and m.sharing.share_resource == name]
-    return whole, [m for m in shares if m not in whole]
 
 
 def _looks_like_accelerator(catalog: Catalog, name: str) -> bool:
@@ -177,7 +167,9 @@ def _discovered(labels: Mapping[str, str], model: AcceleratorModel) -> bool:
     )
 
 
-def _pick(candidates: list[AcceleratorModel], labels: Mapping[str, str]) -> AcceleratorModel | None:
+def _pick(
+    candidates: Sequence[AcceleratorModel], labels: Mapping[str, str]
+) -> AcceleratorModel | None:
     if len(candidates) == 1:
         return candidates[0]
     for model in candidates:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from federation.catalog.types import Vendor
+from federation.catalog.types import RANK_TABLE_FORMATS, Vendor
 
 
 class CatalogError(ValueError):
@@ -214,6 +214,17 @@ ALLOCATION = record(
     },
     required=("kind", "annotation"),
 )
+RANK_TABLE = record(
+    {
+        "format": choice(*RANK_TABLE_FORMATS),
+        "env": text(ENV_NAME, "an environment variable name"),
+        "path": text(
+            re.compile(r"^/(?:[A-Za-z0-9._-]+/)+[A-Za-z0-9._-]+$"), "an absolute file path"
+        ),
+        "device_annotation": _label_key,
+    },
+    required=("format", "env", "path"),
+)
 RUNTIME = record(
     {
         "collective": text(re.compile(r"^[A-Za-z0-9][-A-Za-z0-9_ ]*$"), "a library name"),
@@ -223,6 +234,7 @@ RUNTIME = record(
         "env": mapping(
             text(ENV_NAME, "an environment variable name"), text(re.compile(r"^.*$"), "a value")
         ),
+        "rank_table": RANK_TABLE,
     }
 )
 _TOLERATION = record({"key": _label_key, "effect": choice(*EFFECTS)}, required=("key", "effect"))

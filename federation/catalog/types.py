@@ -108,6 +108,23 @@ class DeviceAllocation:
     source: str = ""  # where the vendor documents or implements the protocol
 
 
+RankTableFormat = Literal["hccl-1.0"]
+RANK_TABLE_FORMATS: tuple[RankTableFormat, ...] = ("hccl-1.0",)
+
+
+@dataclass(frozen=True, slots=True)
+class RankTableProfile:
+    """A collective library that reads its group from a file (Ascend HCCL's rank table): the
+    file's `format`, the variable naming it (`env`), where it is mounted (`path`), and the pod
+    annotation in which the vendor's device plugin gives the devices' network addresses
+    (`device_annotation`, "" if none; MindCluster writes it when it allocates the chips)."""
+
+    format: RankTableFormat
+    env: str
+    path: str
+    device_annotation: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class RuntimeProfile:
     """What a vendor's software stack reads inside the container (docs/catalog.md, sources).
@@ -119,7 +136,8 @@ class RuntimeProfile:
     - `framework_devices`: the variable the vendor's framework runtime selects devices by; the
       container sees only its bound devices, numbered from 0, so the renderer sets it to
       `0..count-1` (unless the allocation already passes that variable);
-    - `env`: fixed variables every container on this vendor gets.
+    - `env`: fixed variables every container on this vendor gets;
+    - `rank_table`: the group file the collective library needs, if any (`RankTableProfile`).
     """
 
     collective: str = ""
@@ -127,6 +145,7 @@ class RuntimeProfile:
     visible_devices: str = ""
     framework_devices: str = ""
     env: tuple[tuple[str, str], ...] = ()
+    rank_table: RankTableProfile | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ TASK_LABEL = PREFIX + "task"  # task name
 REPLICA_LABEL = PREFIX + "replica"  # replica index, "0".."n-1"
 EPOCH_LABEL = PREFIX + "epoch"  # placement epoch (fencing token)
 MANAGED_LABEL = PREFIX + "managed"  # "true" on every pod Suanpan created
+TENANT_LABEL = PREFIX + "tenant"  # tenant name, on its namespaces in the member clusters
 
 # annotations written by the agent at pod creation
 FLAVOR = PREFIX + "flavor"  # catalog key, e.g. "huawei/Ascend910B3"

@@ -116,7 +116,12 @@ async def kc(stack: Any) -> AsyncIterator[KubeClient]:
 @pytest.fixture
 async def ns(kc: KubeClient) -> AsyncIterator[str]:
     """A fresh namespace whose pods are deleted (and gone) after the test."""
-    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    async for name in fresh_namespace(kc, f"e2e-{uuid.uuid4().hex[:8]}"):
+        yield name
+
+
+async def fresh_namespace(kc: KubeClient, name: str) -> AsyncIterator[str]:
+    """Create namespace `name`, yield it, then delete its pods (waiting until gone) and it."""
     await kc.post("/api/v1/namespaces", {"metadata": {"name": name}})
 
     async def default_sa() -> bool:

@@ -245,17 +245,23 @@ def start_stack(
         extender.stop()
 
 
+def box16_stack(factory: K8sEnvFactory, workdir: Path, *extra: str) -> Iterator[Stack]:
+    """`start_stack` with the Box16 node `e2e-b16`."""
+    labels = {"accelerator": "huawei-Ascend910", "accelerator-type": "module-910b-16"}
+    yield from start_stack(
+        factory,
+        workdir,
+        lambda cluster: node_manifest(cluster, BOX16, {B3_RESOURCE: 16}, **labels),
+        *extra,
+    )
+
+
 @pytest.fixture(scope="module")
 def stack(
     k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Stack]:
     """The cluster with the Box16 node."""
-    labels = {"accelerator": "huawei-Ascend910", "accelerator-type": "module-910b-16"}
-    yield from start_stack(
-        k8s_env_factory,
-        tmp_path_factory.mktemp("ext"),
-        lambda cluster: node_manifest(cluster, BOX16, {B3_RESOURCE: 16}, **labels),
-    )
+    yield from box16_stack(k8s_env_factory, tmp_path_factory.mktemp("ext"))
 
 
 async def create(kc: KubeClient, ns: str, pod: JSON) -> None:

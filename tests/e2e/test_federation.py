@@ -8,10 +8,15 @@ runs the production code over `KubernetesBackend`. Jobs go in over REST only.
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import subprocess
 import sys
+from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +29,17 @@ from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import wait_for
 from deploy.local.processes import free_ports
 from federation.hubconfig import HubConfig, RetryPolicy
+from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
 from tests.e2e.conftest import K8sEnvFactory
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 ADMIN = "sp_e2e_admin"
-NS = "suanpan-fed"
+NS = "suanpan-fed"  # the agents' prefix
+ACME = tenant_namespace(NS, "acme")  # where the member token's pods run
 EXTENDER = Path(sys.executable).with_name("suanpan-extender")
+SUANPAN = Path(sys.executable).with_name("suanpan")
 BEIJING, SHANGHAI = "dc-beijing", "dc-shanghai"
 
 
@@ -101,7 +109,7 @@ class World:
     async def pods(self, cluster: str, job_id: str) -> list[dict[str, Any]]:
         async with self.cluster(cluster).client() as client:
             listed = await client.get(
-                f"/api/v1/namespaces/{NS}/pods?labelSelector={ann.JOB_LABEL}%3D{job_id}"
+                f"/api/v1/namespaces/{ACME}/pods?labelSelector={ann.JOB_LABEL}%3D{job_id}"
             )
         return list(listed["items"])
 
@@ -369,11 +377,20 @@ async def test_a_job_the_cluster_cannot_bind_is_explained_and_fails_after_its_ca
 
 
 async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world: World) -> None:
-    """Done-when of issue 10 part 1-2: ConfigMap, Secret and a statically bound PVC mounted, a
-    secret in env; both pods bound through the extender; the headless Service's EndpointSlice
-    lists both; each pod's env has its rank, the world size and the master's address."""
-    ns, pv = f"/api/v1/namespaces/{NS}", f"fed-data-{NS}"
+    """Done-when of issue 10: the tenant's namespace created by the agent; ConfigMap, Secret and
+    a statically bound PVC mounted, a secret in env; both pods bound through the extender, in
+    the tenant's namespace only; the headless Service's EndpointSlice lists both; each pod's
+    env has its rank, the world size, the master's address and Ascend's runtime variables; the
+    HCCL rank table completed with both pods; `suanpan logs` returns what the pod wrote and
+    `--follow` streams it; another tenant cannot read those logs."""
+    probe = task("probe", None, run_s=1)
+    first = manifest("first", probe)
+    first["spec"]["placement"] = {"clusters": [BEIJING]}
+    await world.until((await world.submit(first))["id"], "Succeeded")
+    ns, pv = f"/api/v1/namespaces/{ACME}", f"fed-data-{ACME}"
     async with world.cluster(BEIJING).client() as client:
+        labels = (await client.get(ns))["metadata"]["labels"]
+        assert (labels[ann.MANAGED_LABEL], labels[ann.TENANT_LABEL]) == ("true", "acme")
         await client.post(f"{ns}/configmaps", {"metadata": {"name": "cfg"}, "data": {"a": "1"}})
         await client.post(f"{ns}/secrets", {"metadata": {"name": "hf"}, "stringData": {"t": "s"}})
         await client.post(
@@ -454,12 +471,20 @@ async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world
         assert main["image"] == "mindspore:2.3"
         secret = next(e for e in main["env"] if e["name"] == "HF_TOKEN")
         assert secret["valueFrom"] == {"secretKeyRef": {"name": "hf", "key": "t"}}
+        assert (env["SUANPAN_COLLECTIVE"], env["SUANPAN_DIST_BACKEND"]) == ("HCCL", "hccl")
+        assert env["ASCEND_RT_VISIBLE_DEVICES"] == "0,1"
+        assert env["RANK_TABLE_FILE"] == "/user/serverid/devindex/config/hccl.json"
+    async with world.cluster(BEIJING).client() as client:
+        everywhere = await client.get(f"/api/v1/pods?labelSelector={ann.JOB_LABEL}%3D{job['id']}")
+    assert {p["metadata"]["namespace"] for p in everywhere["items"]} == {ACME}
+    await _rank_table_completed(world, job["id"], pods)
+    await _logs_of_the_pod_stream_to_their_tenant_only(world, job["id"])
 
     async with world.cluster(BEIJING).client() as client:
 
         async def listed_both() -> bool:
             slices = await client.get(
-                f"/apis/discovery.k8s.io/v1/namespaces/{NS}/endpointslices"
+                f"/apis/discovery.k8s.io/v1/namespaces/{ACME}/endpointslices"
                 f"?labelSelector=kubernetes.io%2Fservice-name%3D{service}"
             )
             names = {
@@ -472,6 +497,80 @@ async def test_a_templated_ascend_gang_mounts_its_data_and_finds_its_peers(world
 
         await wait_for("the EndpointSlice listing both pods", listed_both, 30)
     await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+
+
+async def _rank_table_completed(world: World, job_id: str, pods: list[dict[str, Any]]) -> None:
+    """The gang's HCCL rank table lists both pods, with their IPs and bound devices."""
+    path = f"/api/v1/namespaces/{ACME}/configmaps/sp-{job_id}-e1-rank-table"
+    table: dict[str, Any] = {}
+    async with world.cluster(BEIJING).client() as client:
+
+        async def completed() -> bool:
+            table.update(json.loads((await client.get(path))["data"]["hccl.json"]))
+            return bool(table["status"] == "completed")
+
+        await wait_for("the rank table completed", completed, 30)
+    servers = table["server_list"]
+    assert [s["pod_name"] for s in servers] == [p["metadata"]["name"] for p in pods]
+    for server, pod in zip(servers, pods, strict=True):
+        live = await world.pods(BEIJING, job_id)
+        ip = next(p["status"]["podIP"] for p in live if p["metadata"]["name"] == server["pod_name"])
+        assert server["container_ip"] == ip
+        bound = pod["metadata"]["annotations"][ann.DEVICES].split(",")
+        assert [d["device_id"] for d in server["device"]] == bound
+    ranks = [d["rank_id"] for s in servers for d in s["device"]]
+    assert ranks == ["0", "1", "2", "3"]
+
+
+def _cli(world: World, *args: str) -> tuple[list[str], dict[str, str]]:
+    """The command line and environment of `suanpan <args>` against the fleet, as the member."""
+    assert world.fleet.pki is not None
+    env = {
+        **os.environ,
+        "SUANPAN_HUB": world.fleet.url,
+        "SUANPAN_TOKEN": world.token,
+        "SUANPAN_HUB_CA": str(world.fleet.pki.ca_cert),
+    }
+    return [str(SUANPAN), *args], env
+
+
+def _cri(text: str) -> str:
+    """A line of the CRI log format kwok serves."""
+    return f"{datetime.now(UTC).isoformat().replace('+00:00', 'Z')} stdout F {text}\n"
+
+
+async def _logs_of_the_pod_stream_to_their_tenant_only(world: World, job_id: str) -> None:
+    log = world.cluster(BEIJING).pod_log
+    written = f"epoch 1 loss 0.5 {job_id}"
+    with log.open("a") as f:
+        f.write(_cri(written))
+    argv, env = _cli(world, "logs", job_id, "--replica", "1")
+    done = await asyncio.create_subprocess_exec(*argv, env=env, stdout=PIPE, stderr=PIPE)
+    out, err = await asyncio.wait_for(done.communicate(), 60)
+    assert done.returncode == 0, err
+    assert written in out.decode()
+
+    argv, env = _cli(world, "logs", job_id, "--follow", "--tail", "1")
+    follow = await asyncio.create_subprocess_exec(*argv, env=env, stdout=PIPE, stderr=PIPE)
+    assert follow.stdout is not None
+    try:
+        first = await asyncio.wait_for(follow.stdout.readline(), 60)
+        assert written in first.decode()
+        later = f"epoch 2 loss 0.4 {job_id}"
+        with log.open("a") as f:
+            f.write(_cri(later))
+        streamed = await asyncio.wait_for(follow.stdout.readline(), 60)
+        assert later in streamed.decode()  # appended after the stream began
+    finally:
+        follow.kill()
+        await follow.wait()
+
+    await world.fleet.call("POST", "/v1/tenants", json={"name": "rival"})
+    rival = await world.fleet.call(
+        "POST", "/v1/tokens", json={"name": "r", "role": "member", "tenant": "rival"}
+    )
+    denied = await world.fleet.call("GET", f"/v1/jobs/{job_id}/logs", rival["token"])
+    assert denied["status"] == 404, denied
 
 
 async def test_a_failed_replica_shows_its_reason_and_exit_code_in_the_jobs_events(

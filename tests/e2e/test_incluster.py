@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,10 +26,11 @@ from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.local.clusters import ClusterState
 from deploy.local.kube import JSON, KubeClient, wait_for
 from federation.catalog import load_catalog
+from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as wire
 from federation.wire.agent import Assignment, StatusAck, StatusReport, StatusUpdate
 from tests.compiled_jobs import assignment
-from tests.e2e.conftest import K8sEnvFactory
+from tests.e2e.conftest import K8sEnvFactory, fresh_namespace
 from tests.e2e.test_extender import Stack, node_manifest, pod_manifest, start_stack
 
 pytestmark = pytest.mark.e2e
@@ -68,6 +70,20 @@ def stack(
     )
 
 
+@pytest.fixture
+async def ns(kc: KubeClient) -> AsyncIterator[str]:
+    """A fresh namespace of tenant `t` (the assignments' tenant) under a fresh agent prefix."""
+    async for name in fresh_namespace(kc, tenant_namespace(f"e2e-{uuid.uuid4().hex[:8]}", "t")):
+        yield name
+
+
+def prefix_of(ns: str) -> str:
+    """The agent prefix whose tenant `t` has namespace `ns`."""
+    prefix = ns.removesuffix("-t")
+    assert tenant_namespace(prefix, "t") == ns
+    return prefix
+
+
 class Hub:
     """Stands in for the hub: records what the agent reports."""
 
@@ -92,10 +108,11 @@ class RunningAgent:
 
     @classmethod
     async def start(cls, cs: ClusterState, ns: str, *jobs: Assignment) -> RunningAgent:
-        backend = KubernetesBackend(cs.kubeconfig, ns, CATALOG)
+        backend = KubernetesBackend(cs.kubeconfig, prefix_of(ns), CATALOG)
         await backend.start()
         hub = Hub()
-        agent = Agent(AgentConfig("e2e", namespace=ns), backend, CATALOG, hub)  # type: ignore[arg-type]
+        config = AgentConfig("e2e", namespace=prefix_of(ns))
+        agent = Agent(config, backend, CATALOG, hub)  # type: ignore[arg-type]
         agent.caught_up = True
         for job in jobs:
             agent.active[str(job.job)] = job
@@ -272,7 +289,7 @@ async def watch(kc: KubeClient, ns: str) -> AsyncIterator[Watch]:
 async def _kill_after_first_pod(stack: Stack, ns: str, gang: Assignment) -> None:
     """An agent that created one pod of the gang and died before the others."""
     first = await RunningAgent.start(stack.cluster, ns)
-    await first.backend.create_pods(render(gang, ns, CATALOG)[:1])
+    await first.backend.create_pods(render(gang, prefix_of(ns), CATALOG)[:1])
     await first.stop()
 
 

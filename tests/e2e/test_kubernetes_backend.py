@@ -26,6 +26,7 @@ from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.local.clusters import ClusterState, Environment
 from deploy.local.kube import KubeError, ssl_context
 from federation.catalog import load_catalog
+from federation.k8s_names import tenant_namespace
 from federation.podtemplate import PodTemplate
 from federation.wire import annotations as ann
 from federation.wire.agent import DeviceInfo, NodeInfo
@@ -34,7 +35,8 @@ pytestmark = pytest.mark.e2e
 
 T = TypeVar("T")
 CATALOG = load_catalog()
-NS = f"kb-e2e-{uuid.uuid4().hex[:6]}"
+PREFIX = f"kb-e2e-{uuid.uuid4().hex[:6]}"  # the backend's tenant namespace prefix
+NS = tenant_namespace(PREFIX, "t")  # where the pods of tenant "t" go
 ASCEND = "huawei.com/Ascend910B3"
 TAINT = "suanpan.io/e2e-backend"
 ASCEND_NODE, CPU_NODE, EXTRA_NODE = "kb-ascend-0", "kb-cpu-0", "kb-extra-0"
@@ -120,7 +122,7 @@ def cluster(k8s_clusters: Environment) -> Iterator[ClusterState]:
 
 @pytest.fixture
 async def backend(cluster: ClusterState) -> AsyncIterator[KubernetesBackend]:
-    b = KubernetesBackend(cluster.kubeconfig, NS, CATALOG)
+    b = KubernetesBackend(cluster.kubeconfig, PREFIX, CATALOG)
     await b.start()
     try:
         yield b
@@ -140,6 +142,7 @@ def spec(
     return PodSpec(
         name=f"sp-{job[:8]}-e1-worker-{replica}",
         namespace=NS,
+        tenant="t",
         job=job,
         epoch=1,
         task="worker",
@@ -325,6 +328,15 @@ async def test_create_pods_is_idempotent_and_pods_run_to_completion(
     async with cluster.client() as client:
         owner = await client.get(f"/api/v1/namespaces/{NS}/configmaps/suanpan-{job}-e1")
         priority = await client.get("/apis/scheduling.k8s.io/v1/priorityclasses/suanpan-e2e-batch")
+        namespace = await client.get(f"/api/v1/namespaces/{NS}")
+    assert (
+        namespace["metadata"]["labels"]
+        | {
+            ann.MANAGED_LABEL: "true",
+            ann.TENANT_LABEL: "t",
+        }
+        == namespace["metadata"]["labels"]
+    )  # created by the backend, labelled as Suanpan's
     assert {p["metadata"]["ownerReferences"][0]["uid"] for p in pods} == {owner["metadata"]["uid"]}
     assert (priority["value"], priority["preemptionPolicy"]) == (500, "Never")
     assert {p["spec"]["priority"] for p in pods} == {500}
@@ -511,7 +523,8 @@ async def test_runs_with_the_rbac_of_the_manifest(cluster: ClusterState, tmp_pat
         await agent.start()
         assert node_named(agent, CPU_NODE) is not None
         job = job_id()
-        specs = [replace(spec(job, r, CPU_NODE), namespace=workloads) for r in range(2)]
+        tenant = tenant_namespace(workloads, "t")
+        specs = [replace(spec(job, r, CPU_NODE), namespace=tenant) for r in range(2)]
         await asyncio.gather(agent.create_pods(specs), agent.create_pods(specs))  # 409 paths
         await eventually(lambda: len(pods_of(agent, job)) == 2, "pods created by the agent")
         await agent.delete_pods([s.name for s in specs], 0)
@@ -522,7 +535,7 @@ async def test_runs_with_the_rbac_of_the_manifest(cluster: ClusterState, tmp_pat
             for path in (
                 f"/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{account}",
                 f"/apis/rbac.authorization.k8s.io/v1/clusterroles/{account}",
-                f"/api/v1/namespaces/{workloads}",
+                f"/api/v1/namespaces/{tenant_namespace(workloads, 't')}",
                 f"/api/v1/namespaces/{home}",
             ):
                 await client.delete(path)
@@ -627,7 +640,7 @@ async def test_resync_after_410_keeps_the_cache_right(
     proxy = ExpiringProxy(cluster)
     await proxy.start()
     kubeconfig = kubeconfig_file(tmp_path / "proxied.kubeconfig", proxy.url, cluster.token)
-    proxied = KubernetesBackend(kubeconfig, NS, CATALOG)
+    proxied = KubernetesBackend(kubeconfig, PREFIX, CATALOG)
     await proxied.start()
     job = job_id()
     stays, goes, comes, later = (spec(job, r, CPU_NODE) for r in range(4))

@@ -126,7 +126,9 @@ def test_the_template_is_rendered_with_what_suanpan_owns_set_and_merged() -> Non
     assert uploader["image"] == "uploader:1"
     assert [c["name"] for c in spec["initContainers"]] == ["fetch", "metrics"]
     assert spec["initContainers"][1]["restartPolicy"] == "Always"
-    assert spec["volumes"] == TEMPLATE["spec"]["volumes"]
+    *volumes, rank_table = spec["volumes"]
+    assert volumes == TEMPLATE["spec"]["volumes"]
+    assert rank_table["name"] == "suanpan-rank-table"  # Ascend's HCCL reads one
     assert spec["serviceAccountName"] == "trainer" and "automountServiceAccountToken" not in spec
     assert spec["imagePullSecrets"] == [{"name": "registry"}]
     assert spec["nodeSelector"] == {"topology.kubernetes.io/zone": "a"}

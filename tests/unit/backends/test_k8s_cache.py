@@ -51,13 +51,20 @@ def test_foreign_pods_wake_the_agent_only_when_their_use_changes() -> None:
     assert cache.nodes()[0].used_pods == 0
 
 
-def test_suanpan_pods_of_the_namespace_are_reported() -> None:
+def test_suanpan_pods_of_the_agents_namespaces_are_reported() -> None:
     cache = cache_with_node()
     cache.pod_store.upsert(suanpan_pod("sp-a-0", status={"phase": "Pending"}))
     assert woke(cache)
-    elsewhere = suanpan_pod("sp-b-0", status={"phase": "Pending"})
-    elsewhere["metadata"]["namespace"] = "other-agent"
-    cache.pod_store.upsert(elsewhere)
+    tenant = suanpan_pod("sp-t-0", status={"phase": "Pending"})
+    tenant["metadata"]["namespace"] = f"{NAMESPACE}-acme"
+    cache.pod_store.upsert(tenant)
+    for other in ("other-agent", f"{NAMESPACE}x", f"x-{NAMESPACE}-acme"):
+        elsewhere = suanpan_pod(f"sp-{other}-0", status={"phase": "Pending"})
+        elsewhere["metadata"]["namespace"] = other
+        cache.pod_store.upsert(elsewhere)
+    assert [p.name for p in cache.pods()] == ["sp-a-0", "sp-t-0"]
+    assert cache.managed("sp-t-0").namespace == f"{NAMESPACE}-acme"  # type: ignore[union-attr]
+    cache.pod_store.remove(tenant)
     assert [p.name for p in cache.pods()] == ["sp-a-0"]
     woke(cache)
     cache.pod_store.upsert(suanpan_pod("sp-a-0", "n1", devices="4", status={"phase": "Running"}))

@@ -65,7 +65,9 @@ ASCEND_RUNTIME = {  # the catalog's huawei runtime profile, 4 devices
     "SUANPAN_COLLECTIVE": "HCCL",
     "SUANPAN_DIST_BACKEND": "hccl",
     "ASCEND_RT_VISIBLE_DEVICES": "0,1,2,3",
+    "RANK_TABLE_FILE": "/user/serverid/devindex/config/hccl.json",
 }
+RANK_TABLE = f"sp-{JOB}-e3-rank-table"
 RENDEZVOUS = {
     "SUANPAN_JOB_ID": JOB,
     "SUANPAN_JOB_NAME": "llm",
@@ -96,7 +98,7 @@ def test_pod_from_rendered_assignment() -> None:
         "kind": "Pod",
         "metadata": {
             "name": "sp-0f5c2a8e-e3-worker-1",
-            "namespace": "suanpan",
+            "namespace": "suanpan-t",  # the tenant's
             "labels": {
                 "suanpan.io/managed": "true",
                 "suanpan.io/job": JOB,
@@ -134,8 +136,16 @@ def test_pod_from_rendered_assignment() -> None:
                         {"name": "A", "value": "1"},
                     ],
                     "resources": {"requests": requests, "limits": requests},
+                    "volumeMounts": [  # HCCL's rank table, a directory the kubelet refreshes
+                        {
+                            "name": "suanpan-rank-table",
+                            "mountPath": "/user/serverid/devindex/config",
+                            "readOnly": True,
+                        }
+                    ],
                 }
             ],
+            "volumes": [{"name": "suanpan-rank-table", "configMap": {"name": RANK_TABLE}}],
             "restartPolicy": "Never",
             "schedulerName": "suanpan-scheduler",
             "tolerations": [

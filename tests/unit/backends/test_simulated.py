@@ -16,7 +16,8 @@ GPU_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu
 def _pod(name: str, avoid: tuple[NodeExclusion, ...]) -> PodSpec:
     return PodSpec(
         name=name,
-        namespace="ns",
+        namespace="ns-t",
+        tenant="t",
         job="j",
         epoch=1,
         task="prep",

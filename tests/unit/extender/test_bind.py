@@ -74,6 +74,25 @@ async def test_a_second_bind_of_a_pod_in_flight_is_refused() -> None:
     assert [call for call, _ in api.calls] == ["bind"]
 
 
+async def test_a_retried_bind_before_the_watch_shows_the_pod_bound_is_refused() -> None:
+    """kube-scheduler retries a bind it timed out on; the first went through, and the watch
+    has not shown it yet. Choosing again would free the devices the pod was bound with."""
+    p, other = pod("p", flavor=B3, count=8), pod("q", flavor=B3, count=16)
+    c = cache(ascend_910b("n", 16))
+    c.set_pod(p)
+    c.set_pod(other)
+    api = FakeAPI()  # no watch: the cache never sees the Binding
+    api.add(copy.deepcopy(p))
+    api.add(copy.deepcopy(other))
+    binder = Binder(c, api)
+    assert (await binder.bind(args(p, "n"))).devices == tuple(range(8))
+    again = await binder.bind(args(p, "n"))
+    assert again.error == "pod default/p is already bound to n"
+    assert c.occupancy("n", B3).devices.free_count() == 8  # still held by the first bind
+    assert (await binder.bind(args(other, "n"))).conflict
+    assert [call for call, _ in api.calls] == ["bind"]
+
+
 async def test_pod_not_yet_in_the_cache_is_read_from_the_api() -> None:
     p = pod("p", flavor=B3, count=1)
     c = cache(ascend_910b("n"))
