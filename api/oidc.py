@@ -78,6 +78,7 @@ class OidcVerifier:
         self.config = config
         self._session: aiohttp.ClientSession | None = None
         self._jwks_uri = config.jwks_uri
+        self._discovery: dict[str, Any] | None = None
         self._keys: dict[str, SigningKey] = {}
         self._fetched_at = -float("inf")
         self._lock = asyncio.Lock()
@@ -176,18 +177,33 @@ class OidcVerifier:
         self._fetched_at = time.monotonic()
         try:
             if self._jwks_uri is None:
-                discovery = await self._get_json(
-                    self.config.issuer.rstrip("/") + "/.well-known/openid-configuration"
-                )
-                if discovery.get("issuer") != self.config.issuer:
-                    raise ValueError("the discovery document names another issuer")
-                self._jwks_uri = str(discovery["jwks_uri"])
+                self._jwks_uri = str((await self._discover())["jwks_uri"])
             keys = signing_keys(await self._get_json(self._jwks_uri))
         except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
             if not self._keys:
                 raise ProviderUnavailable(f"cannot fetch the provider's keys: {exc}") from exc
             return
         self._keys = keys
+
+    async def _discover(self) -> dict[str, Any]:
+        """The issuer's discovery document, fetched once (it must name this issuer)."""
+        if self._discovery is None:
+            doc = await self._get_json(
+                self.config.issuer.rstrip("/") + "/.well-known/openid-configuration"
+            )
+            if doc.get("issuer") != self.config.issuer:
+                raise ValueError("the discovery document names another issuer")
+            self._discovery = doc
+        return self._discovery
+
+    async def endpoints(self) -> tuple[str, str]:
+        """The provider's authorization and token endpoints (for the console's sign-in);
+        raises ProviderUnavailable when they cannot be discovered."""
+        try:
+            doc = await self._discover()
+            return str(doc["authorization_endpoint"]), str(doc["token_endpoint"])
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError) as exc:
+            raise ProviderUnavailable(f"cannot discover the provider's endpoints: {exc}") from exc
 
     async def _get_json(self, url: str) -> dict[str, Any]:
         assert self._session is not None, "the verifier's session is not started"

@@ -134,6 +134,12 @@ class QueueOut(_Out):
     quota: dict[str, dict[str, int | None]]
     usage: dict[str, int] = Field(default_factory=dict)
     jobs: dict[str, int] = Field(default_factory=dict, description="job counts by state")
+    fair_share: float = Field(
+        alias="fairShare",
+        description="the queue's largest share of a resource of its cohort (of its own nominal"
+        " quota without a cohort), divided by its weight: among equal priorities the scheduler"
+        " serves the queue with the lowest first",
+    )
     version: int
     created_at: datetime = Field(alias="createdAt")
 
@@ -248,6 +254,26 @@ class Whoami(_Out):
     role: Literal["admin", "member", "viewer"]
     tenant: str | None = Field(description="the tenant a member or viewer is bound to")
     subject: str | None = Field(default=None, description="the OIDC subject (null: API token)")
+
+
+class ConsoleOidc(_Out):
+    """How the console signs a user in at the OIDC provider: authorization code with PKCE as
+    the public client `clientId`, redirecting back to `/ui`; it presents the token whose
+    audience is `audience`."""
+
+    issuer: str
+    client_id: str = Field(alias="clientId")
+    scopes: list[str]
+    audience: str
+    authorization_endpoint: str = Field(alias="authorizationEndpoint")
+    token_endpoint: str = Field(alias="tokenEndpoint")
+
+
+class ConsoleSettings(_Out):
+    """How the web console signs users in: always with an API token; with the OIDC provider
+    where the hub names a console client (null: not configured)."""
+
+    oidc: ConsoleOidc | None
 
 
 class TokenList(_Out):

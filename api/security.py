@@ -23,19 +23,25 @@ BASE_HEADERS = {"Server": SERVER, "X-Content-Type-Options": "nosniff"}
 FRAME_DENY = {"X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"}
 
 
-PAGE_POLICY = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",  # files served by the hub; no inline script runs
-        "style-src 'self' 'unsafe-inline'",  # Swagger UI sets style attributes
-        "connect-src 'self'",
-        "img-src 'self' data:",  # Swagger UI's icons are data: SVGs
-        "base-uri 'none'",
-        "form-action 'none'",
-        "frame-ancestors 'none'",
-    ]
-)
-PAGE_HEADERS = {"Content-Security-Policy": PAGE_POLICY, **FRAME_DENY}
+def page_headers(*connect: str) -> dict[str, str]:
+    """Headers of a page the hub serves: a Content-Security-Policy that runs only the hub's
+    own script files and lets them call the hub and the origins in `connect`."""
+    policy = "; ".join(
+        [
+            "default-src 'none'",
+            "script-src 'self'",  # files served by the hub; no inline script runs
+            "style-src 'self' 'unsafe-inline'",  # Swagger UI sets style attributes
+            " ".join(["connect-src 'self'", *connect]),
+            "img-src 'self' data:",  # Swagger UI's icons are data: SVGs
+            "base-uri 'none'",
+            "form-action 'none'",
+            "frame-ancestors 'none'",
+        ]
+    )
+    return {"Content-Security-Policy": policy, **FRAME_DENY}
+
+
+PAGE_HEADERS = page_headers()
 
 
 async def secure_headers(request: web.Request, response: web.StreamResponse) -> None:

@@ -169,9 +169,11 @@ async def sign_in(page: Page, hub_url: str, token: str) -> None:
 
 async def show(page: Page, route: str, name: str) -> None:
     """Open console route `route` (`#/jobs?...`) and wait until it rendered page `name`."""
-    await page.evaluate("document.getElementById('main').dataset.page = ''")
     await page.evaluate(f"location.hash = {json.dumps(route)}")
-    await page.wait(f"document.getElementById('main').dataset.page === {json.dumps(name)}")
+    await page.wait(
+        f"document.getElementById('main').dataset.route === {json.dumps(route)}"
+        f" && document.getElementById('main').dataset.page === {json.dumps(name)}"
+    )
 
 
 async def console_screenshots(
@@ -187,6 +189,11 @@ async def console_screenshots(
         routes += [(stem, f"#/jobs/{job_id}", "job") for stem, job_id in jobs.items()]
         for stem, route, name in routes:
             await show(page, route, name)
+            if name == "job":  # with the last lines of its first replica's log
+                await page.evaluate("document.getElementById('log-form').requestSubmit()")
+                await page.wait(
+                    "!document.getElementById('logs-note').textContent.endsWith('…')", timeout_s=40
+                )
             shots.append(folder / f"{stem}.png")
             await page.screenshot(shots[-1])
         await page.goto(hub_url + "/docs")

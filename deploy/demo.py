@@ -243,7 +243,8 @@ async def scenario(fleet: Fleet) -> None:
             json=job(
                 f"batch-{i}",
                 "vision-lab",
-                [task("w", ["nvidia/H100-80GB"], 8, run_s=200)],
+                # long enough that they still hold every H100 when the urgent job arrives
+                [task("w", ["nvidia/H100-80GB"], 8, run_s=1200)],
                 priorityClass="best-effort",
             ),
         )

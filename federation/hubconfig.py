@@ -33,6 +33,9 @@ oidc:                           # accept bearer JWTs of an OpenID Connect provid
     - {group: ml-team, tenant: ml, role: member}
   jwksRefreshSeconds: 30        # an unknown key id refetches the keys at most this often
   jwksMaxAgeSeconds: 3600       # keys are refetched when this old
+  console:                      # the web console signs users in as this public client
+    clientId: suanpan-console   # (authorization code with PKCE, no secret; off if absent)
+    scopes: [openid, profile]
 audit: {keepDays: 90}           # audit records older than this are deleted
 rateLimits:                     # token buckets per hub replica: requests/s and burst
   enabled: true
@@ -116,6 +119,15 @@ class GroupRole:
 
 
 @dataclass(frozen=True)
+class ConsoleClient:
+    """The web console's registration at the provider: a public client (no secret) that
+    signs users in with the authorization-code flow and PKCE, redirecting back to `/ui`."""
+
+    client_id: str
+    scopes: tuple[str, ...] = ("openid", "profile")
+
+
+@dataclass(frozen=True)
 class OidcConfig:
     """An OpenID Connect provider whose bearer JWTs the hub accepts, and how groups map to
     roles (admin groups first, then the first matching tenant mapping)."""
@@ -130,6 +142,7 @@ class OidcConfig:
     groups: tuple[GroupRole, ...] = ()
     jwks_refresh_s: float = 30.0
     jwks_max_age_s: float = 3600.0
+    console: ConsoleClient | None = None
 
 
 @dataclass(frozen=True)
@@ -250,6 +263,20 @@ class _GroupRole(_File):
     role: OidcRole = "member"
 
 
+class _ConsoleClient(_File):
+    client_id: str = Field(min_length=1, max_length=255, alias="clientId")
+    scopes: list[Annotated[str, Field(pattern=r"^[!#-\[\]-~]+$")]] = Field(
+        default_factory=lambda: ["openid", "profile"], min_length=1
+    )
+
+    @field_validator("scopes")
+    @classmethod
+    def _openid(cls, scopes: list[str]) -> list[str]:
+        if "openid" not in scopes:
+            raise ValueError("must include openid")
+        return scopes
+
+
 class _Oidc(_File):
     issuer: ProviderUrl
     audience: str = Field(min_length=1)
@@ -261,6 +288,7 @@ class _Oidc(_File):
     groups: list[_GroupRole] = Field(default_factory=list)
     jwks_refresh_seconds: Seconds = Field(default=30.0, ge=0, le=3600, alias="jwksRefreshSeconds")
     jwks_max_age_seconds: Seconds = Field(default=3600.0, gt=0, le=86400, alias="jwksMaxAgeSeconds")
+    console: _ConsoleClient | None = None
 
     @field_validator("algorithms")
     @classmethod
@@ -282,6 +310,11 @@ class _Oidc(_File):
             groups=tuple(GroupRole(g.group, g.tenant, g.role) for g in self.groups),
             jwks_refresh_s=self.jwks_refresh_seconds,
             jwks_max_age_s=self.jwks_max_age_seconds,
+            console=(
+                ConsoleClient(self.console.client_id, tuple(self.console.scopes))
+                if self.console
+                else None
+            ),
         )
 
 

@@ -21,7 +21,9 @@ from api.schemas import (
     WaitingList,
     WaitingQuery,
 )
+from federation.controllers.snapshot import queue_models
 from federation.errors import NotFound
+from federation.scheduling.quota import QuotaLedger
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.queue_usage import queue_usage
@@ -33,8 +35,7 @@ def _tenant_out(t: Tenant) -> TenantOut:
     return TenantOut(id=t.id, name=t.name, display_name=t.display_name, created_at=t.created_at)
 
 
-async def _queue_out(conn: AsyncConnection, q: Queue) -> QueueOut:
-    usage, counts = await queue_usage(conn, q.id)
+def _queue_out(q: Queue, usage: dict[str, int], counts: dict[str, int], share: float) -> QueueOut:
     return QueueOut(
         id=q.id,
         tenant=q.tenant,
@@ -44,9 +45,23 @@ async def _queue_out(conn: AsyncConnection, q: Queue) -> QueueOut:
         quota=q.quota,
         usage=usage,
         jobs=counts,
+        fair_share=share,
         version=q.version,
         created_at=q.created_at,
     )
+
+
+async def _queue_outs(conn: AsyncConnection, visible: list[Queue]) -> list[QueueOut]:
+    """Queues with their usage and fair-share standing: the weighted dominant share the
+    scheduler orders queues by, over the usage of every queue of their cohorts."""
+    everyone = await tenancy.list_queues(conn)
+    usage = {q.id: await queue_usage(conn, q.id) for q in everyone}
+    ledger = QuotaLedger(await queue_models(conn))
+    for q in everyone:
+        ledger.charge(f"{q.tenant}/{q.name}", usage[q.id][0])
+    return [
+        _queue_out(q, *usage[q.id], ledger.dominant_share(f"{q.tenant}/{q.name}")) for q in visible
+    ]
 
 
 async def _visible_tenant(conn: AsyncConnection, who: Principal, name: str) -> Tenant:
@@ -155,7 +170,7 @@ async def list_all_queues(call: Call) -> Reply:
     """Queues of every tenant the caller sees, with usage."""
     async with ctx(call.request).db.connection() as conn:
         found = await tenancy.list_queues(conn, tenant_scope(call.who))
-        items = [await _queue_out(conn, q) for q in found]
+        items = await _queue_outs(conn, found)
     return Reply(200, QueueList(items=items))
 
 
@@ -171,7 +186,7 @@ async def list_queues(call: Call) -> Reply:
     """Queues of one tenant, with usage."""
     async with ctx(call.request).db.connection() as conn:
         tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
-        items = [await _queue_out(conn, q) for q in await tenancy.list_queues(conn, tenant.id)]
+        items = await _queue_outs(conn, await tenancy.list_queues(conn, tenant.id))
     return Reply(200, QueueList(items=items))
 
 
@@ -201,7 +216,7 @@ async def create_queue(call: Call) -> Reply:
         queue = await tenancy.create_queue(
             conn, tenant, body.name, cohort=body.cohort, weight=body.weight, quota=_quota(body)
         )
-        out = await _queue_out(conn, queue)
+        out = (await _queue_outs(conn, [queue]))[0]
     return Reply(201, out, {"Location": f"/v1/tenants/{tenant.name}/queues/{queue.name}"})
 
 
@@ -218,7 +233,7 @@ async def get_queue(call: Call) -> Reply:
     async with ctx(call.request).db.connection() as conn:
         tenant = await _visible_tenant(conn, call.who, call.path("tenant"))
         queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
-        out = await _queue_out(conn, queue)
+        out = (await _queue_outs(conn, [queue]))[0]
     return Reply(200, out)
 
 
@@ -281,7 +296,7 @@ async def update_queue(call: Call) -> Reply:
         queue = await tenancy.update_queue(
             conn, queue, expected_version=body.version, changes=changes
         )
-        out = await _queue_out(conn, queue)
+        out = (await _queue_outs(conn, [queue]))[0]
     return Reply(200, out)
 
 

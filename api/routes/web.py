@@ -4,14 +4,18 @@ from the package, each page with a Content-Security-Policy that runs no inline s
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from swagger_ui_bundle import swagger_ui_path
 
-from api.registry import Call
+from api.oidc import OIDC, OidcVerifier, ProviderUnavailable
+from api.registry import Call, Reply
 from api.routes import API
-from api.security import PAGE_HEADERS
+from api.schemas import ConsoleOidc, ConsoleSettings
+from api.security import page_headers
 from federation.errors import NotFound
+from federation.hubconfig import ConsoleClient
 
 WEB = Path(__file__).resolve().parent.parent / "web"
 SWAGGER = Path(str(swagger_ui_path))
@@ -38,19 +42,64 @@ DOCS = _files(
 )
 
 
-def _serve(files: dict[str, tuple[bytes, str]], name: str) -> web.Response:
+def _serve(files: dict[str, tuple[bytes, str]], name: str, *connect: str) -> web.Response:
     if name not in files:
         raise NotFound("file", name)
     body, content_type = files[name]
-    headers = {**PAGE_HEADERS, "Cache-Control": "no-cache"}
+    headers = {**page_headers(*connect), "Cache-Control": "no-cache"}
     return web.Response(body=body, content_type=content_type, headers=headers)
+
+
+def _console_client(call: Call) -> tuple[OidcVerifier, ConsoleClient] | None:
+    """The OIDC verifier and the console's client at its provider, where the hub names one."""
+    verifier = call.request.app.get(OIDC)
+    if verifier is None or verifier.config.console is None:
+        return None
+    return verifier, verifier.config.console
 
 
 @API.op("GET", "/ui", summary="Web console", tag="meta", roles=())
 async def console(call: Call) -> web.Response:
     """The web console: fleet, queues, jobs and actions, all read and done through this API
-    with the token the user signs in with (the page itself holds no data)."""
-    return _serve(CONSOLE, "index.html")
+    with the token the user signs in with (the page itself holds no data). With a console
+    client, its policy also lets the page reach the provider's token endpoint."""
+    client = _console_client(call)
+    if client is None:
+        return _serve(CONSOLE, "index.html")
+    try:
+        _, token_endpoint = await client[0].endpoints()
+    except ProviderUnavailable:
+        return _serve(CONSOLE, "index.html")  # the console says so when the user signs in
+    parts = urlsplit(token_endpoint)
+    return _serve(CONSOLE, "index.html", f"{parts.scheme}://{parts.netloc}")
+
+
+@API.op(
+    "GET",
+    "/v1/console",
+    summary="Console sign-in settings",
+    tag="meta",
+    roles=(),
+    response=ConsoleSettings,
+)
+async def console_settings(call: Call) -> Reply:
+    """How the console signs users in: with an API token, and with the OIDC provider where
+    the hub names a console client (its endpoints from the provider's discovery document;
+    503 while they cannot be read)."""
+    client = _console_client(call)
+    if client is None:
+        return Reply(200, ConsoleSettings(oidc=None))
+    verifier, console_client = client
+    authorize, token = await verifier.endpoints()
+    oidc = ConsoleOidc(
+        issuer=verifier.config.issuer,
+        client_id=console_client.client_id,
+        scopes=list(console_client.scopes),
+        audience=verifier.config.audience,
+        authorization_endpoint=authorize,
+        token_endpoint=token,
+    )
+    return Reply(200, ConsoleSettings(oidc=oidc))
 
 
 @API.op("GET", "/ui/{file}", summary="Web console file", tag="meta", roles=(), errors=(404,))

@@ -1,9 +1,11 @@
 // The Suanpan web console: every number comes from the hub's REST API, called with the token
-// the user signs in with (kept in sessionStorage: gone with the tab). The page is built with
-// DOM nodes and textContent only, so names, labels and reasons are shown as text, never markup.
+// the user signs in with: an API token, or the OIDC provider's JWT got by the authorization-code
+// flow with PKCE (kept in sessionStorage: gone with the tab; nothing in local storage). The page
+// is built with DOM nodes and textContent only, so names, labels and reasons are shown as text.
 "use strict";
 
 const TOKEN_KEY = "suanpan-token";
+const LOGIN_KEY = "suanpan-oidc-login";  // state, nonce and PKCE verifier of a sign-in under way
 const REFRESH_MS = 5000;
 let who = null;
 
@@ -52,6 +54,7 @@ async function api(path, method = "GET") {
   const response = await fetch(path, {
     method, headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } });
   const body = response.status === 204 ? null : await response.json();
+  if (response.status === 401 && who) { signedOut(); }  // expired or revoked: sign in again
   if (!response.ok) { throw new Error(`${response.status} ${body.title}: ${body.detail}`); }
   return body;
 }
@@ -143,9 +146,11 @@ async function fleetPage() {
   const rows = [];
   for (const c of clusters) {
     const marks = [
+      c.accepted ? null : el("span", { class: "badge cordoned" }, "awaiting acceptance"),
       c.cordoned ? el("span", { class: "badge cordoned" }, "cordoned") : null,
       c.draining ? el("span", { class: "badge draining" }, "draining") : null,
-      lost(c) ? el("span", { class: "badge lost" }, "lost") : null];
+      lost(c) ? el("span", { class: "badge lost" }, "lost") : null,
+      c.apiserverProblem ? el("span", { class: "badge lost", title: c.apiserverProblem }, "apiserver unreachable") : null];
     const actions = el("td", {},
       c.cordoned ? actionButton("Uncordon", `/v1/clusters/${c.name}/uncordon`, ["admin"])
         : actionButton("Cordon", `/v1/clusters/${c.name}/cordon`, ["admin"]),
@@ -180,6 +185,8 @@ async function fleetPage() {
 
 // ---- Queues ---------------------------------------------------------------------------
 
+function ordinal(n) { return n + (["th", "st", "nd", "rd"][n % 100 > 10 && n % 100 < 14 ? 0 : n % 10] || "th"); }
+
 async function queuesPage() {
   const queues = (await api("/v1/queues")).items;
   const waiting = await Promise.all(queues.map(q =>
@@ -194,6 +201,9 @@ async function queuesPage() {
         el("td", {}, bar(used, limit.nominal)));
     });
     const counts = Object.entries(q.jobs).map(([state, n]) => `${state} ${n}`).join(" · ") || "no jobs";
+    const peers = queues.filter(p => q.cohort && p.cohort === q.cohort).sort((a, b) => a.fairShare - b.fairShare);
+    const standing = peers.length > 1
+      ? ` · ${ordinal(peers.indexOf(q) + 1)} of ${peers.length} queues of cohort ${q.cohort} it sees` : "";
     const wait = waiting[i].items.map(w => el("tr", { "data-job": w.id },
       num(w.position, { "data-field": "position" }),
       el("td", {}, el("a", { href: `#/jobs/${w.id}` }, w.name)),
@@ -201,6 +211,10 @@ async function queuesPage() {
     return el("section", { "data-queue": `${q.tenant}/${q.name}` },
       el("h2", {}, `${q.tenant} / ${q.name}`),
       el("p", { class: "muted" }, `cohort ${q.cohort || "none"} · weight ${q.weight} · ${counts}`),
+      el("p", {}, "Fair share ", el("b", { "data-field": "fairShare" }, `${(100 * q.fairShare).toFixed(1)}%`),
+        el("span", { class: "muted", "data-field": "standing" },
+          ` (largest share of a resource of its cohort, per weight; among equal priorities the`
+          + ` lowest is served first)${standing}`)),
       quota.length ? table(["Resource", { text: "Used", num: true }, { text: "Nominal", num: true },
         { text: "Borrowing limit", num: true }, { text: "Borrowed", num: true }, "Use of nominal"], quota,
       { class: "quota" }) : el("p", { class: "muted" }, "no quota set"),
@@ -252,6 +266,28 @@ async function jobsPage(params) {
       rows, { id: "jobs" }))];
 }
 
+// Where each replica runs: the hub's plan (node, devices) from its latest placement and, where
+// the job reports them, its replicas' pods as their cluster sees them.
+function placementSection(job, placed) {
+  const planned = placed?.data.replicas || [];
+  const pods = job.replicas ? new Map(job.replicas.map(r => [`${r.task}/${r.replica}`, r])) : null;
+  const rows = planned.map(r => {
+    const pod = pods?.get(`${r.task}/${r.replica}`);
+    return el("tr", { "data-replica": `${r.task}/${r.replica}` }, el("td", {}, r.task), num(r.replica),
+      el("td", {}, placed.data.flavors?.[r.task] || "CPU"), el("td", { "data-field": "node" }, r.node || "-"),
+      el("td", { "data-field": "devices" }, r.devices.length ? r.devices.join(", ") : "-"),
+      pods ? el("td", { "data-field": "pod" }, pod ? [pod.phase, pod.node && pod.node !== r.node ? ` on ${pod.node}` : "",
+        pod.exitCode !== null && pod.exitCode !== undefined ? ` · exit ${pod.exitCode}` : "",
+        pod.reason ? ` · ${pod.reason}` : "", pod.restarts ? ` · ${pod.restarts} restarts` : ""] : "-") : null);
+  });
+  const headers = ["Task", { text: "Replica", num: true }, "Vendor/model", "Node", "Devices", ...(pods ? ["Pod"] : [])];
+  return el("section", { id: "placement" }, el("h2", {}, "Placement"),
+    placed ? el("p", { class: "muted" }, `cluster ${placed.data.cluster} · epoch ${job.epoch} · the hub's plan per`
+      + " replica (the cluster's scheduler binds the pods)") : null,
+    rows.length ? table(headers, rows)
+      : el("p", { class: "muted" }, job.cluster ? "no replica plan recorded" : "not placed"));
+}
+
 function facts(pairs) {
   return el("dl", { class: "facts" }, pairs.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
 }
@@ -266,8 +302,8 @@ async function jobPage(id) {
       el("td", {}, (e.reason === "Preempted" ? [e.data.preemptor] : e.data.victims || [])
         .map(v => el("a", { href: `#/jobs/${v}` }, String(v).slice(0, 8) + " "))),
       el("td", {}, e.data.cluster || ""), el("td", {}, e.message)));
-  const placed = events.items.filter(e => e.reason === "Placed").at(-1);
-  const flavors = placed && job.cluster ? Object.entries(placed.data.flavors || {})
+  const placed = job.cluster ? events.items.filter(e => e.reason === "Placed").at(-1) : null;
+  const flavors = placed ? Object.entries(placed.data.flavors || {})
     .map(([t, f]) => `${t} on ${f || "CPU"}`).join(", ") : "-";
   const labels = Object.entries(job.labels).map(([k, v]) => `${k}=${v}`).join(", ");
   const annotations = (job.spec.spec?.tasks || []).flatMap(t =>
@@ -281,17 +317,103 @@ async function jobPage(id) {
         ["cluster", job.cluster || "-"], ["placement", flavors], ["epoch", job.epoch], ["labels", labels || "-"],
         ["annotations", annotations.join("; ") || "-"],
         ["submitted", job.createdAt], ["started", job.startedAt || "-"], ["finished", job.finishedAt || "-"]])),
+    placementSection(job, placed),
     el("section", { id: "explain" }, el("h2", {}, "Explain"), el("p", { id: "explain-summary" }, why.summary),
       why.clusters.length ? table(["Cluster", "Code", "Why not"], why.clusters.map(c =>
         el("tr", { "data-cluster": c.cluster }, el("td", {}, c.cluster), el("td", {}, c.code), el("td", {}, c.reason))))
         : el("p", { class: "muted" }, "no per-cluster reasons")),
-    el("section", {}, el("h2", {}, "Preemptions"), preemptions.length
+    el("section", { id: "preemptions" }, el("h2", {}, "Preemptions"), preemptions.length
       ? table(["When", "", "Jobs", "Cluster", "Message"], preemptions) : el("p", { class: "muted" }, "none")),
     el("section", {}, el("h2", {}, "Events"), table(["When", "Reason", "Message"], events.items.map(e =>
       el("tr", { "data-event": e.id }, el("td", {}, e.createdAt), el("td", {}, e.reason), el("td", {}, e.message))),
     { id: "events" })),
+    logsSection(job),
     el("section", {}, el("h2", {}, "Manifest"), el("pre", { id: "manifest" }, JSON.stringify(job.spec, null, 2))),
   ];
+}
+
+// ---- Logs of a job's replicas ----------------------------------------------------------
+// The log panel outlives the page's refreshes: what was read (and a follow in progress) stays
+// in `logView` and is redrawn into each new page; leaving the job stops the stream.
+
+let logView = null;  // { job, query, text, note, controller }
+
+function logTarget() { return document.getElementById("logs"); }
+
+function drawLog() {
+  const pre = logTarget();
+  if (!pre || !logView) { return; }
+  pre.textContent = logView.text;
+  document.getElementById("logs-note").textContent = logView.note;
+  pre.scrollTop = pre.scrollHeight;
+}
+
+function stopLog() {
+  if (logView?.controller) { logView.controller.abort(); logView.controller = null; }
+}
+
+async function readLog(job, query) {
+  stopLog();
+  const controller = new AbortController();
+  logView = { job, query, text: "", note: query.get("follow") ? "following…" : "reading…", controller };
+  drawLog();
+  const view = logView;
+  try {
+    const response = await fetch(`/v1/jobs/${job}/logs?${query}`, { signal: controller.signal,
+      headers: { Authorization: "Bearer " + sessionStorage.getItem(TOKEN_KEY) } });
+    if (!response.ok) {
+      const problem = await response.json();
+      view.note = `${response.status} ${problem.title}: ${problem.detail}`;
+    } else {
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) { break; }
+        view.text += value;
+        if (view === logView) { drawLog(); }
+      }
+      view.note = `${view.text.length ? "" : "empty log · "}end of log`;
+    }
+  } catch (e) {
+    view.note = e.name === "AbortError" ? "stopped" : e.message;
+  }
+  view.controller = null;
+  if (view === logView) { drawLog(); }
+}
+
+function logsSection(job) {
+  const tasks = (job.spec.spec?.tasks || []).map(t => ({ name: t.name, replicas: t.replicas ?? 1 }));
+  if (logView && logView.job !== job.id) { stopLog(); logView = null; }
+  const q = logView?.query || new URLSearchParams({ task: tasks[0]?.name || "", replica: "0", tail: "200" });
+  const replicas = select => {
+    const task = tasks.find(t => t.name === select.value) || tasks[0];
+    const form = select.form;
+    form.elements.replica.replaceChildren(...Array.from({ length: task?.replicas || 1 },
+      (_, i) => el("option", { value: i, selected: String(i) === q.get("replica") }, i)));
+  };
+  const taskSelect = el("select", { name: "task", on: { change: ev => replicas(ev.target) } },
+    tasks.map(t => el("option", { value: t.name, selected: t.name === q.get("task") }, t.name)));
+  const form = el("form", { class: "filters", id: "log-form", on: { submit: ev => {
+    ev.preventDefault();
+    const f = ev.target.elements;
+    const query = new URLSearchParams({ task: f.task.value, replica: f.replica.value });
+    if (f.container.value.trim()) { query.set("container", f.container.value.trim()); }
+    if (f.tail.value.trim()) { query.set("tail", f.tail.value.trim()); }
+    if (f.follow.checked) { query.set("follow", "true"); }
+    readLog(job.id, query);
+  } } },
+  el("label", {}, "task ", taskSelect), el("label", {}, "replica ", el("select", { name: "replica" })),
+  el("input", { name: "container", placeholder: "container (default: first)", value: q.get("container") || "" }),
+  el("label", {}, "last ", el("input", { name: "tail", type: "number", min: 0, class: "short",
+    value: q.get("tail") || "" }), " lines"),
+  el("label", {}, el("input", { name: "follow", type: "checkbox", checked: q.get("follow") === "true" }), " follow"),
+  el("button", { type: "submit", "data-log": "show" }, "Show log"),
+  el("button", { type: "button", on: { click: stopLog } }, "Stop"));
+  replicas(taskSelect);
+  const section = el("section", { id: "logs-section" }, el("h2", {}, "Logs"), form,
+    el("p", { class: "muted", id: "logs-note" }, logView?.note ?? ""),
+    el("pre", { id: "logs", class: "log" }, logView?.text ?? ""));
+  return section;
 }
 
 // ---- Shell ----------------------------------------------------------------------------
@@ -311,23 +433,107 @@ async function render() {
     document.getElementById("nav-" + name).classList.toggle("active", r.page === name);
   }
   try {
+    if (!(r.page === "jobs" && r.id === logView?.job)) { stopLog(); }
     const sections = r.page === "queues" ? await queuesPage()
       : r.page === "jobs" ? (r.id ? await jobPage(r.id) : await jobsPage(r.params))
         : await fleetPage();
     if (location.hash !== hash) { return; }  // the user moved on while this page loaded
     main.replaceChildren(...sections);
     main.dataset.page = r.id ? "job" : r.page;
+    main.dataset.route = hash;  // what is shown (a test waits for it)
   } catch (e) { showError(e.message); }
+}
+
+function showWho() {
+  document.getElementById("signed-out").hidden = who !== null;
+  document.getElementById("who").hidden = who === null;
+  document.getElementById("who-role").textContent = who
+    ? [who.role, who.tenant, who.subject].filter(Boolean).join(" · ") : "";
+}
+
+function signedOut() {
+  sessionStorage.removeItem(TOKEN_KEY);
+  who = null;
+  showWho();
 }
 
 async function signIn(token) {
   sessionStorage.setItem(TOKEN_KEY, token);
   try { who = await api("/v1/whoami"); showError(""); }
-  catch (e) { sessionStorage.removeItem(TOKEN_KEY); who = null; showError(e.message); }
-  document.getElementById("signin").hidden = who !== null;
-  document.getElementById("who").hidden = who === null;
-  document.getElementById("who-role").textContent = who ? who.role + (who.tenant ? ` · ${who.tenant}` : "") : "";
+  catch (e) { signedOut(); showError(e.message); }
+  showWho();
   await render();
+}
+
+// ---- Sign-in at the OIDC provider: authorization code with PKCE, as a public client ------
+
+let settings = { oidc: null };
+
+function b64url(bytes) {
+  return btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function randomKey() { return b64url(crypto.getRandomValues(new Uint8Array(32))); }
+
+function redirectUri() { return location.origin + "/ui"; }
+
+// A JWT's claims, unverified: the console only picks which token to present; the hub verifies it.
+function claims(jwt) {
+  try {
+    const bytes = Uint8Array.from(atob(jwt.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")), c => c.charCodeAt(0));
+    return JSON.parse(new TextDecoder().decode(bytes));
+  } catch { return {}; }
+}
+
+async function startOidc() {
+  const o = settings.oidc;
+  const login = { state: randomKey(), nonce: randomKey(), verifier: randomKey(), hash: location.hash };
+  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(login.verifier)));
+  sessionStorage.setItem(LOGIN_KEY, JSON.stringify(login));
+  location.assign(o.authorizationEndpoint + "?" + new URLSearchParams({
+    response_type: "code", client_id: o.clientId, redirect_uri: redirectUri(), scope: o.scopes.join(" "),
+    state: login.state, nonce: login.nonce, code_challenge: challenge, code_challenge_method: "S256" }));
+}
+
+// The provider's answer on /ui?code=…&state=…: the code exchanged for tokens, the URL cleaned.
+async function finishOidc(params) {
+  const login = JSON.parse(sessionStorage.getItem(LOGIN_KEY) || "null");
+  sessionStorage.removeItem(LOGIN_KEY);
+  history.replaceState(null, "", "/ui" + (login?.hash || "#/fleet"));
+  if (params.get("error")) {
+    throw new Error(`sign-in refused by the provider: ${params.get("error")} ${params.get("error_description") || ""}`);
+  }
+  if (!login || params.get("state") !== login.state) {
+    throw new Error("sign-in answer does not match a sign-in of this tab (state): sign in again");
+  }
+  const o = settings.oidc;
+  if (!o) { throw new Error("sign-in answer, but the hub names no OIDC provider"); }
+  const response = await fetch(o.tokenEndpoint, { method: "POST", body: new URLSearchParams({
+    grant_type: "authorization_code", code: params.get("code"), redirect_uri: redirectUri(),
+    client_id: o.clientId, code_verifier: login.verifier }) });
+  const tokens = await response.json();
+  if (!response.ok) { throw new Error(`token endpoint: ${tokens.error} ${tokens.error_description || ""}`); }
+  if (claims(tokens.id_token || "").nonce !== login.nonce) {
+    throw new Error("the provider's ID token does not carry this sign-in's nonce");
+  }
+  const meant = [tokens.access_token, tokens.id_token].find(t => [claims(t || "").aud].flat().includes(o.audience));
+  if (!meant) { throw new Error(`the provider issued no token for audience ${o.audience}`); }
+  return meant;
+}
+
+async function start() {
+  const response = await fetch("/v1/console");
+  const body = await response.json();
+  if (response.ok) { settings = body; } else { showError(`OIDC sign-in unavailable: ${body.detail}`); }
+  document.getElementById("oidc-signin").hidden = !settings.oidc;
+  const params = new URLSearchParams(location.search);
+  if (params.has("code") || params.has("error")) {
+    let token = null;
+    try { token = await finishOidc(params); } catch (e) { showError(e.message); return; }
+    await signIn(token);
+  } else if (sessionStorage.getItem(TOKEN_KEY)) {
+    await signIn(sessionStorage.getItem(TOKEN_KEY));
+  }
 }
 
 document.getElementById("signin").addEventListener("submit", ev => {
@@ -336,12 +542,13 @@ document.getElementById("signin").addEventListener("submit", ev => {
   signIn(input.value.trim());
   input.value = "";
 });
+document.getElementById("oidc-signin").addEventListener("click", () => startOidc());
 document.getElementById("signout").addEventListener("click", () => {
   sessionStorage.removeItem(TOKEN_KEY);
   location.reload();
 });
 window.addEventListener("hashchange", render);
-setInterval(() => {
-  if (!document.activeElement?.closest("form")) { render(); }
+setInterval(() => {  // not while the user types into a form
+  if (!document.activeElement?.matches("form input, form select")) { render(); }
 }, REFRESH_MS);
-if (sessionStorage.getItem(TOKEN_KEY)) { signIn(sessionStorage.getItem(TOKEN_KEY)); }
+start();

@@ -68,6 +68,7 @@ class _Pod:
     devices: tuple[int, ...] = ()
     request: DeviceRequest | None = None
     started: float = 0.0
+    ended: float | None = None  # when it succeeded or failed: its log stops there
     reason: str = ""
     message: str = ""
     gated: bool = False
@@ -132,15 +133,15 @@ class SimulatedCluster:
     async def pod_logs(
         self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int
     ) -> AsyncGenerator[bytes, None]:
-        """Synthetic lines: one per simulated second the pod has run (following: one a
-        second until the pod ends), within the byte limit."""
+        """Synthetic lines: one per simulated second the pod has existed until it ended
+        (following: one a second until it ends), within the byte limit."""
         pod = self._pods.get(name)
         if pod is None:
             raise LogError(f"no pod {name}")
         spec = pod.spec
         lines = [
             f"[{spec.task}-{spec.replica}] step {i}: running on {pod.node or 'no node'}\n"
-            for i in range(int(max(self.now() - pod.created, 1)))
+            for i in range(int(max((pod.ended or self.now()) - pod.created, 1)))
         ]
         text = "".join(lines[-tail:] if tail is not None else lines)
         sent = text.encode()[:limit_bytes]
@@ -276,6 +277,7 @@ class SimulatedCluster:
             if pod.node == name and pod.phase in ("Pending", "Running"):
                 self._free(pod)
                 pod.phase, pod.reason, pod.message = "Failed", "NodeLost", f"node {name} lost"
+                pod.ended = self.now()
         self.changed.set()
 
     # --- simulation ----------------------------------------------------------------------
@@ -302,10 +304,11 @@ class SimulatedCluster:
             if fail:
                 self._free(pod)
                 pod.phase, pod.reason, pod.message = "Failed", fail, "simulated failure"
+                pod.ended = now
                 changed = True
             elif run_s is not None and now - pod.started >= float(run_s):
                 self._free(pod)
-                pod.phase = "Succeeded"
+                pod.phase, pod.ended = "Succeeded", now
                 changed = True
         if changed:
             self.changed.set()

@@ -9,6 +9,7 @@ rejections each run in a savepoint.
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -51,25 +52,27 @@ def _placement(read: Read, decision: Placed) -> NewPlacement:
     p = decision.placement
     ref = read.refs[p.job.id]
     flavors = {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)}
+    # each task's replicas count from 0: the agent looks a hint up by task and replica
+    numbered: Counter[int] = Counter()
+    hints: list[dict[str, Any]] = []
+    for r in p.replicas:
+        name = p.job.tasks[r.task].name
+        hints.append(
+            {"task": name, "replica": numbered[r.task], "node": r.node, "devices": list(r.devices)}
+        )
+        numbered[r.task] += 1
     return NewPlacement(
         job_id=ref.id,
         version=ref.version,
         cluster_id=read.cluster_ids[p.cluster],
         epoch=ref.epoch + 1,
         flavors=flavors,
-        hints=[
-            {
-                "task": p.job.tasks[r.task].name,
-                "replica": n,
-                "node": r.node,
-                "devices": list(r.devices),
-            }
-            for n, r in enumerate(p.replicas)
-        ],
+        hints=hints,
         message=decision.reason,
         data={
             "cluster": p.cluster,
             "flavors": flavors,
+            "replicas": hints,  # the hub's plan, node and devices per replica
             "scores": dict(decision.scores),
         },
     )

@@ -5,10 +5,12 @@ shows the numbers the API returns, and actions go through the API with the calle
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -32,6 +34,8 @@ class Console:
     jobs: dict[str, str]  # name -> id
 
     async def show(self, route: str, page: str) -> None:
+        if await self.page.evaluate("location.pathname") != "/ui":  # back from /docs
+            await self.page.goto(f"{self.fleet.url}/ui{route}")
         await show(self.page, route, page)
 
     async def texts(self, selector: str) -> list[str]:
@@ -82,7 +86,12 @@ async def console() -> AsyncIterator[Console]:
             )
         }
         await _state(fleet, jobs["blocker"], "Running")
-        marked = job("marked", "nlp-lab", [task("t", ["nvidia/H100*"], 1, run_s=LONG)])
+        h100 = ["nvidia/H100*"]
+        marked = job(
+            "marked",
+            "nlp-lab",
+            [task("t", h100, 1, run_s=LONG), task("u", h100, 1, replicas=2, run_s=LONG)],
+        )
         marked["spec"]["tasks"][0]["annotations"] = {"note": MARKUP}
         jobs["marked"] = await _submit(fleet, marked)
         await _state(fleet, jobs["marked"], "Running")
@@ -139,6 +148,8 @@ async def test_queues_page_shows_usage_against_quota_and_who_waits_in_which_orde
     cells = await console.texts(f"{row} td.num")
     usage = queue["usage"].get("huawei/Ascend910B3", 0)
     assert cells == [str(usage), "16000", "8000", str(max(0, usage - 16000))]
+    share = await console.texts('section[data-queue="nlp-lab/training"] [data-field=fairShare]')
+    assert share == [f"{100 * queue['fairShare']:.1f}%"] and queue["fairShare"] > 0
     waiting = await console.fleet.call("GET", "/v1/tenants/nlp-lab/queues/training/waiting")
     assert [w["name"] for w in waiting["items"]] == ["giant", "second"]
     shown = await console.texts('section[data-queue="nlp-lab/training"] table.waiting tbody tr')
@@ -164,13 +175,83 @@ async def test_a_job_page_shows_its_manifest_events_and_explain(console: Console
     assert shown[: len(events)] == [e["reason"] for e in events]
     manifest = json.loads((await console.texts("#manifest"))[0])
     assert manifest["metadata"]["name"] == "giant"
+    assert await console.texts("#placement p") == ["not placed"]
+
+
+async def test_a_job_page_shows_the_node_and_devices_of_each_replica(console: Console) -> None:
+    marked = console.jobs["marked"]
+    await console.show(f"#/jobs/{marked}", "job")
+    events = (await console.fleet.call("GET", f"/v1/jobs/{marked}/events"))["items"]
+    (placed,) = [e for e in events if e["reason"] == "Placed"]
+    shown = await console.page.evaluate(
+        "[...document.querySelectorAll('#placement tbody tr')].map(r => [r.dataset.replica,"
+        " r.querySelector('[data-field=node]').textContent,"
+        " r.querySelector('[data-field=devices]').textContent])"
+    )
+    assert [s[0] for s in shown] == ["t/0", "u/0", "u/1"]  # replicas count per task
+    assert shown == [
+        [f"{r['task']}/{r['replica']}", r["node"], ", ".join(map(str, r["devices"]))]
+        for r in placed["data"]["replicas"]
+    ]
+
+
+async def _log(fleet: Fleet, job_id: str) -> str:
+    """The whole log of the job's first replica, as the API returns it."""
+    headers = {"Authorization": f"Bearer {fleet.admin_token}"}
+    connector = aiohttp.TCPConnector(ssl=fleet.client_tls() or True)
+    async with (
+        aiohttp.ClientSession(headers=headers, connector=connector) as s,
+        s.get(f"{fleet.url}/v1/jobs/{job_id}/logs") as r,
+    ):
+        assert r.status == 200
+        return await r.text()
+
+
+async def _show_log(console: Console, tail: str, follow: bool) -> None:
+    await console.page.evaluate(
+        "(() => { const f = document.getElementById('log-form');"
+        f"f.elements.tail.value = {json.dumps(tail)};"
+        f"f.elements.follow.checked = {json.dumps(follow)};"
+        "f.requestSubmit(); })()"
+    )
+
+
+async def test_a_job_page_shows_the_log_its_replica_wrote_and_follows_it(
+    console: Console,
+) -> None:
+    blocker = console.jobs["blocker"]
+    await console.show(f"#/jobs/{blocker}", "job")
+    assert await console.texts("#log-form select[name=task] option") == ["t"]
+    await _show_log(console, "3", follow=False)
+    await console.page.wait("document.getElementById('logs-note').textContent === 'end of log'")
+    shown = (await console.texts("#logs"))[0].splitlines()
+    assert len(shown) == 3
+    assert all(re.fullmatch(r"\[t-0\] step \d+: running on \S+", line) for line in shown)
+    assert set(shown) <= set((await _log(console.fleet, blocker)).splitlines())
+    await _show_log(console, "1", follow=True)
+    followed = r"/^\[t-0\] step \d+$/m.test(document.getElementById('logs').textContent)"
+    await console.page.wait(followed, timeout_s=20)
+    await console.show("#/fleet", "fleet")  # leaving the job stops following its log
+    assert await console.page.evaluate("logView.note") == "stopped"
+
+
+async def test_a_job_without_a_pod_says_why_it_has_no_log(console: Console) -> None:
+    await console.show(f"#/jobs/{console.jobs['giant']}", "job")
+    await _show_log(console, "", follow=False)
+    note = await console.page.wait(
+        "document.getElementById('logs-note').textContent.startsWith('409')"
+        " && document.getElementById('logs-note').textContent"
+    )
+    assert "never had a pod" in note
 
 
 async def test_markup_in_a_job_is_shown_as_text_and_never_runs(console: Console) -> None:
     await console.show(f"#/jobs/{console.jobs['marked']}", "job")
     (annotations,) = await console.texts('dd[data-field="annotations"]')
-    assert annotations == f"t: note={MARKUP}"
-    assert await console.texts('dd[data-field="placement"]') == ["t on nvidia/H100-80GB"]
+    assert annotations == f"t: note={MARKUP}; u: suanpan.io/run-seconds={LONG}"
+    assert await console.texts('dd[data-field="placement"]') == [
+        "t on nvidia/H100-80GB, u on nvidia/H100-80GB"
+    ]
     assert await console.page.evaluate("window.pwned === undefined")
     assert (
         await console.page.evaluate("document.querySelectorAll('main img, main script').length")
@@ -226,3 +307,54 @@ async def test_docs_render_every_operation_and_try_it_out_calls_the_hub_with_the
         f"document.querySelector('{op} .live-responses-table pre')?.textContent"
     )
     assert json.loads(body) == {"role": "admin", "tenant": None, "subject": None}
+
+
+async def test_a_preemption_is_shown_on_the_page_of_both_jobs(console: Console) -> None:
+    fleet = console.fleet
+    await fleet.call("POST", "/v1/tenants", json={"name": "ops"})
+    await fleet.call("POST", "/v1/tenants/ops/queues", json={"name": "urgent"})
+    ascend = ["huawei/Ascend910B3"]
+    victim = await _submit(
+        fleet,
+        job(
+            "filler", "ops", [task("t", ascend, 8, run_s=LONG)], queue="urgent", priorityClass="low"
+        ),
+    )
+    await _state(fleet, victim, "Running")  # beijing's 8; shenzhen's 16 run the blocker
+    urgent = await _submit(
+        fleet,
+        job("urgent", "ops", [task("t", ascend, 8)], queue="urgent", priorityClass="critical"),
+    )
+
+    async def preempted() -> bool:
+        events = (await fleet.call("GET", f"/v1/jobs/{urgent}/events"))["items"]
+        return any(e["reason"] == "Preempting" for e in events)
+
+    await wait_for("the urgent job preempting", preempted, 30)
+    await console.show(f"#/jobs/{urgent}", "job")
+    rows = await console.texts("#preemptions tbody tr td:nth-child(2)")
+    assert rows == ["evicted"]
+    links = await console.page.evaluate(
+        "[...document.querySelectorAll('#preemptions tbody a')].map(a => a.hash)"
+    )
+    assert links == [f"#/jobs/{victim}"]
+    await console.show(f"#/jobs/{victim}", "job")
+    assert await console.texts("#preemptions tbody tr td:nth-child(2)") == ["evicted by"]
+    links = await console.page.evaluate(
+        "[...document.querySelectorAll('#preemptions tbody a')].map(a => a.hash)"
+    )
+    assert links == [f"#/jobs/{urgent}"]
+
+
+async def test_a_cluster_whose_agent_went_silent_is_marked_lost(console: Console) -> None:
+    await console.fleet.stop_agent("shenzhen-a")
+
+    async def silent() -> bool:
+        found = await console.fleet.call("GET", "/v1/clusters/shenzhen-a")
+        return found["state"] in ("NotReady", "Offline")
+
+    await wait_for("shenzhen-a silent", silent, 30)
+    await console.show("#/fleet", "fleet")
+    marks = await console.texts("#clusters tr[data-cluster] .badge")
+    assert "lost" in await console.texts("#clusters tr[data-cluster=shenzhen-a] .badge")
+    assert marks.count("lost") == 1

@@ -443,6 +443,30 @@ async def test_queue_usage_is_the_ledger_the_scheduler_charges(hub: Hub) -> None
     assert (queue["usage"]["cpu"], queue["usage"]["memory"]) == (16000, 65536)
 
 
+async def test_a_queues_fair_share_is_its_weighted_dominant_share_of_its_cohort(hub: Hub) -> None:
+    """The standing the scheduler orders queues by, over every queue of the cohort (also
+    those the caller cannot see)."""
+    quota = {FLAVOR: {"nominal": 8000}}
+    users = {}
+    for tenant, weight in (("acme", 2.0), ("globex", 1.0)):
+        users[tenant] = await hub.tenant_with_queue(tenant)
+        status, _ = await hub.call(
+            "PATCH",
+            f"/v1/tenants/{tenant}/queues/default",
+            json={"cohort": "pool", "weight": weight, "quota": quota},
+        )
+        assert status == 200
+    await _agent(hub, "east", [_node("e1")])
+    status, _ = await hub.call("POST", "/v1/jobs", users["acme"], json=_job("a", 1, count=4))
+    assert status == 201
+    assert (await (await _loop(hub)).cycle()).written.placed == 1
+    _, mine = await hub.call("GET", "/v1/tenants/acme/queues/default", users["acme"])
+    assert mine["usage"][FLAVOR] == 4000
+    assert mine["fairShare"] == 4000 / 16000 / 2.0  # of the cohort's nominal, per weight
+    _, theirs = await hub.call("GET", "/v1/queues", users["globex"])
+    assert [(q["tenant"], q["fairShare"]) for q in theirs["items"]] == [("globex", 0.0)]
+
+
 async def test_every_queued_job_is_considered_within_a_bounded_number_of_cycles(
     hub: Hub, monkeypatch: pytest.MonkeyPatch
 ) -> None:

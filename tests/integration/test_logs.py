@@ -88,6 +88,8 @@ async def test_a_finished_jobs_pod_is_kept_and_its_log_read(fleet: JobFleet) -> 
     assert [p.phase for p in sim.pods() if p.job == job["id"]] == ["Succeeded"]
     status, text = await _get(fleet, job["id"])
     assert status == 200 and "[main-0] step 0" in text
+    await asyncio.sleep(1)
+    assert await _get(fleet, job["id"]) == (200, text)  # an ended pod writes no more
 
 
 async def test_a_jobs_tasks_are_offered_in_its_order(fleet: JobFleet) -> None:

@@ -9,6 +9,7 @@ import pytest
 from federation.hubconfig import (
     Bucket,
     ConfigError,
+    ConsoleClient,
     GroupRole,
     HubConfig,
     OidcConfig,
@@ -108,6 +109,7 @@ oidc:
     - {group: ml-observers, tenant: ml, role: viewer}
   jwksRefreshSeconds: 10
   jwksMaxAgeSeconds: 600
+  console: {clientId: suanpan-console, scopes: [openid, groups]}
 """
 
 
@@ -124,10 +126,12 @@ def test_the_oidc_provider_is_read() -> None:
         groups=(GroupRole("ml-team", "ml", "member"), GroupRole("ml-observers", "ml", "viewer")),
         jwks_refresh_s=10,
         jwks_max_age_s=600,
+        console=ConsoleClient("suanpan-console", ("openid", "groups")),
     )
     assert HubConfig().oidc is None
     defaults = parse_hub_config("oidc: {issuer: 'http://127.0.0.1:8443/idp', audience: a}").oidc
     assert defaults is not None and defaults.algorithms == ("RS256", "ES256")
+    assert defaults.console is None
 
 
 @pytest.mark.parametrize(
@@ -143,6 +147,12 @@ def test_the_oidc_provider_is_read() -> None:
             "oidc: {issuer: 'https://a.example', audience: a, groups: [{group: g, tenant: t, "
             "role: admin}]}",
             "oidc.groups.0.role",
+        ),
+        ("oidc: {issuer: 'https://a.example', audience: a, console: {}}", "oidc.console.clientId"),
+        (
+            "oidc: {issuer: 'https://a.example', audience: a, console: {clientId: c, "
+            "scopes: [profile]}}",
+            "oidc.console.scopes",
         ),
     ],
 )
