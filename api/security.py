@@ -41,9 +41,6 @@ def page_headers(*connect: str) -> dict[str, str]:
     return {"Content-Security-Policy": policy, **FRAME_DENY}
 
 
-PAGE_HEADERS = page_headers()
-
-
 async def secure_headers(request: web.Request, response: web.StreamResponse) -> None:
     """`on_response_prepare`: headers every response carries.
 

@@ -112,24 +112,27 @@ class Fleet:
             await self.loop_task
             self.loop_task = None
 
-    async def call(self, method: str, path: str, token: str | None = None, **kw: Any) -> Any:
-        """Call the hub API (admin token by default); returns the decoded body."""
+    @contextlib.asynccontextmanager
+    async def _request(
+        self, method: str, path: str, token: str | None, **kw: Any
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A request to the hub API with `token` (the admin's by default), over its TLS."""
         headers = {"Authorization": f"Bearer {token or self.admin_token}"}
         tls = self.client_tls() or True
         async with (
             aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(ssl=tls)) as s,
             s.request(method, self.url + path, **kw) as r,
         ):
+            yield r
+
+    async def call(self, method: str, path: str, token: str | None = None, **kw: Any) -> Any:
+        """Call the hub API (admin token by default); returns the decoded body."""
+        async with self._request(method, path, token, **kw) as r:
             return None if r.status == 204 else await r.json(content_type=None)
 
     async def text(self, path: str, token: str | None = None, **params: str) -> tuple[int, str]:
         """GET a text resource of the hub API (admin token by default): status and body."""
-        headers = {"Authorization": f"Bearer {token or self.admin_token}"}
-        tls = self.client_tls() or True
-        async with (
-            aiohttp.ClientSession(headers=headers, connector=aiohttp.TCPConnector(ssl=tls)) as s,
-            s.get(self.url + path, params=params) as r,
-        ):
+        async with self._request("GET", path, token, params=params) as r:
             return r.status, await r.text()
 
     async def add_cluster(

@@ -26,7 +26,7 @@ from federation.errors import NotFound
 from federation.scheduling.quota import QuotaLedger
 from federation.store import jobs as job_store
 from federation.store import tenancy
-from federation.store.queue_usage import queue_usage
+from federation.store.queue_usage import queue_usages
 from federation.store.records import Principal, Queue, Tenant
 from federation.tenant_policy import TenantPolicy
 
@@ -55,7 +55,7 @@ async def _queue_outs(conn: AsyncConnection, visible: list[Queue]) -> list[Queue
     """Queues with their usage and fair-share standing: the weighted dominant share the
     scheduler orders queues by, over the usage of every queue of their cohorts."""
     everyone = await tenancy.list_queues(conn)
-    usage = {q.id: await queue_usage(conn, q.id) for q in everyone}
+    usage = await queue_usages(conn, [q.id for q in everyone])
     ledger = QuotaLedger(await queue_models(conn))
     for q in everyone:
         ledger.charge(f"{q.tenant}/{q.name}", usage[q.id][0])

@@ -57,6 +57,7 @@ class _Node:
     used_cpu: int = 0
     used_mem: int = 0
     used_pods: int = 0
+    ip: str = ""  # its address, given when it is added
 
 
 @dataclass
@@ -93,6 +94,7 @@ class SimulatedCluster:
         self._nodes: dict[str, _Node] = {}
         self._pods: dict[str, _Pod] = {}
         self._created = 0  # pods ever created: each gets the next address
+        self._added = 0  # nodes ever added: each gets the next address
         self.rank_tables: dict[tuple[str, str], str] = {}  # (namespace, ConfigMap) -> content
         self._task: asyncio.Task[None] | None = None
         for spec in self.specs:
@@ -175,17 +177,12 @@ class SimulatedCluster:
                 message=p.message,
                 created_at=p.created,
                 gated=p.gated,
-                host_ip=self._host_ip(p.node),
+                host_ip=self._nodes[p.node].ip if p.node in self._nodes else "",
                 pod_ip=p.ip if p.phase == "Running" else "",
                 devices=p.devices,
             )
             for p in self._pods.values()
         ]
-
-    def _host_ip(self, node: str) -> str:
-        """A node's address: 10.0.x.y by its position."""
-        index = next((i for i, name in enumerate(self._nodes) if name == node), None)
-        return "" if index is None else f"10.0.{index // 250}.{index % 250 + 1}"
 
     def pod_specs(self) -> list[PodSpec]:
         """What the agent asked for, per existing pod (env, hostname, ...), for reports."""
@@ -260,7 +257,9 @@ class SimulatedCluster:
             memory_mib(spec.capacity.get("memory", "0")),
             int(spec.capacity.get("pods", "110")),
             devices,
+            ip=f"10.0.{self._added // 250}.{self._added % 250 + 1}",
         )
+        self._added += 1
         self.changed.set()
 
     def remove_node(self, name: str) -> None:

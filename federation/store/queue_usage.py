@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -16,35 +17,38 @@ from federation.compiled import CompiledJob, quota_charge
 from federation.store.lifecycle import HOLDING_STATES
 from federation.store.tables import jobs, tasks
 
+Usage = tuple[dict[str, int], dict[str, int]]  # resource use, job counts by state
 
-async def queue_usage(
-    conn: AsyncConnection, queue_id: uuid.UUID
-) -> tuple[dict[str, int], dict[str, int]]:
-    """(resource use of jobs holding capacity, job counts by state) of one queue."""
-    counts = {
-        state: int(n)
-        for state, n in await conn.execute(
-            sa.select(jobs.c.state, sa.func.count())
-            .where(jobs.c.queue_id == queue_id)
-            .group_by(jobs.c.state)
-        )
-    }
+
+async def queue_usages(
+    conn: AsyncConnection, queue_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, Usage]:
+    """Per queue: (resource use of jobs holding capacity, job counts by state), in two
+    queries however many queues."""
+    ids = list(queue_ids)
+    counts: dict[uuid.UUID, dict[str, int]] = {q: {} for q in ids}
+    for queue_id, state, n in await conn.execute(
+        sa.select(jobs.c.queue_id, jobs.c.state, sa.func.count())
+        .where(jobs.c.queue_id.in_(ids))
+        .group_by(jobs.c.queue_id, jobs.c.state)
+    ):
+        counts[queue_id][state] = int(n)
     rows = await conn.execute(
-        sa.select(jobs.c.id, jobs.c.compiled, tasks.c.name, tasks.c.flavor)
+        sa.select(jobs.c.queue_id, jobs.c.id, jobs.c.compiled, tasks.c.name, tasks.c.flavor)
         .join(tasks, tasks.c.job_id == jobs.c.id)
         .where(
-            jobs.c.queue_id == queue_id,
+            jobs.c.queue_id.in_(ids),
             jobs.c.state.in_(HOLDING_STATES),
             jobs.c.compiled.is_not(None),
         )
     )
-    compiled: dict[uuid.UUID, CompiledJob] = {}
+    compiled: dict[uuid.UUID, tuple[uuid.UUID, CompiledJob]] = {}
     flavors: dict[uuid.UUID, dict[str, str | None]] = defaultdict(dict)
-    for job_id, raw, task, flavor in rows:
+    for queue_id, job_id, raw, task, flavor in rows:
         if job_id not in compiled:
-            compiled[job_id] = CompiledJob.model_validate(raw)
+            compiled[job_id] = queue_id, CompiledJob.model_validate(raw)
         flavors[job_id][task] = flavor
-    usage: Counter[str] = Counter()
-    for job_id, job in compiled.items():
-        usage.update(quota_charge(job, flavors[job_id]))
-    return dict(usage), counts
+    usage: dict[uuid.UUID, Counter[str]] = {q: Counter() for q in ids}
+    for job_id, (queue_id, job) in compiled.items():
+        usage[queue_id].update(quota_charge(job, flavors[job_id]))
+    return {q: (dict(usage[q]), counts[q]) for q in ids}

@@ -18,12 +18,10 @@ from cluster_agents.agent.ranktable import (
 from cluster_agents.agent.render import render
 from cluster_agents.backends.k8s_pods import managed_pod
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
-from federation.catalog import load_catalog
 from federation.k8s_names import tenant_namespace
 from tests.compiled_jobs import assignment
-from tests.unit.backends.k8s_objects import suanpan_pod
+from tests.unit.backends.k8s_objects import CATALOG, suanpan_pod
 
-CATALOG = load_catalog()
 PROFILE = CATALOG.models["huawei/Ascend910B3"].runtime.rank_table
 JOB = "0f5c2a8e-3b7d-4c1e-9a6f-2d8b4e7c1a90"
 TRAINER = {
