@@ -266,21 +266,14 @@ async function jobsPage(params) {
       rows, { id: "jobs" }))];
 }
 
-// Where each replica runs: the hub's plan (node, devices) from its latest placement and, where
-// the job reports them, its replicas' pods as their cluster sees them.
+// Where each replica runs: the hub's plan (node, devices) from its latest placement.
 function placementSection(job, placed) {
   const planned = placed?.data.replicas || [];
-  const pods = job.replicas ? new Map(job.replicas.map(r => [`${r.task}/${r.replica}`, r])) : null;
-  const rows = planned.map(r => {
-    const pod = pods?.get(`${r.task}/${r.replica}`);
-    return el("tr", { "data-replica": `${r.task}/${r.replica}` }, el("td", {}, r.task), num(r.replica),
-      el("td", {}, placed.data.flavors?.[r.task] || "CPU"), el("td", { "data-field": "node" }, r.node || "-"),
-      el("td", { "data-field": "devices" }, r.devices.length ? r.devices.join(", ") : "-"),
-      pods ? el("td", { "data-field": "pod" }, pod ? [pod.phase, pod.node && pod.node !== r.node ? ` on ${pod.node}` : "",
-        pod.exitCode !== null && pod.exitCode !== undefined ? ` · exit ${pod.exitCode}` : "",
-        pod.reason ? ` · ${pod.reason}` : "", pod.restarts ? ` · ${pod.restarts} restarts` : ""] : "-") : null);
-  });
-  const headers = ["Task", { text: "Replica", num: true }, "Vendor/model", "Node", "Devices", ...(pods ? ["Pod"] : [])];
+  const rows = planned.map(r => el("tr", { "data-replica": `${r.task}/${r.replica}` },
+    el("td", {}, r.task), num(r.replica),
+    el("td", {}, placed.data.flavors?.[r.task] || "CPU"), el("td", { "data-field": "node" }, r.node || "-"),
+    el("td", { "data-field": "devices" }, r.devices.length ? r.devices.join(", ") : "-")));
+  const headers = ["Task", { text: "Replica", num: true }, "Vendor/model", "Node", "Devices"];
   return el("section", { id: "placement" }, el("h2", {}, "Placement"),
     placed ? el("p", { class: "muted" }, `cluster ${placed.data.cluster} · epoch ${job.epoch} · the hub's plan per`
       + " replica (the cluster's scheduler binds the pods)") : null,
