@@ -156,7 +156,16 @@ async def _sign_in_at_provider(s: Signed, user: dict[str, Any]) -> dict[str, Any
     await s.page.evaluate("document.getElementById('oidc-signin').click()")
     await s.page.wait("document.getElementById('main').dataset.page === 'queues'")
     await s.page.evaluate("location.hash = '#/fleet'")
-    await s.page.wait("document.querySelector('#clusters tr[data-cluster=beijing-a]') !== null")
+    try:
+        await s.page.wait(
+            "document.querySelector('#clusters tr[data-cluster=beijing-a]') !== null", 30
+        )
+    except TimeoutError:
+        shown = await s.page.evaluate(
+            "({error: document.getElementById('error').textContent, hash: location.hash,"
+            " page: document.getElementById('main').dataset.route})"
+        )
+        raise AssertionError(f"the fleet page did not show beijing-a: {shown}") from None
     shown: dict[str, Any] = await s.page.evaluate(
         "({who: document.getElementById('who-role').textContent, url: location.href,"
         " local: localStorage.length, token: sessionStorage.getItem('suanpan-token'),"
