@@ -91,11 +91,8 @@ async def _get(client: HubClient, args: argparse.Namespace) -> None:
             job = await client.request("GET", f"/v1/jobs/{await _resolve_job(client, args.name)}")
             _emit(job, args.output, _job_rows([job]), JOB_HEADER)
             return
-        params = {
-            k: v
-            for k, v in (("state", args.state), ("queue", args.queue), ("label", args.label))
-            if v
-        }
+        filters = ("state", "queue", "label", "vendor", "cluster")
+        params = {k: getattr(args, k) for k in filters if getattr(args, k)}
         page = await client.request("GET", "/v1/jobs", params={**params, "limit": str(args.limit)})
         _emit(page, args.output, _job_rows(page["items"]), JOB_HEADER)
     elif args.kind in ("cluster", "clusters"):
@@ -359,6 +356,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--state", help="comma-separated job states")
     g.add_argument("--queue")
     g.add_argument("--label", help="k=v[,k=v]")
+    g.add_argument("--vendor", help="jobs that accept this vendor's devices")
+    g.add_argument("--cluster", help="jobs placed on this cluster")
     g.add_argument("--limit", type=int, default=50)
     for name, text in (("describe", "a job with its events"), ("cancel", "cancel a job")):
         c = sub.add_parser(name, help=text)

@@ -375,6 +375,10 @@ class JobQuery(_In):
         ]
         | None
     ) = Field(default=None, description="k=v[,k=v]: jobs carrying all these labels")
+    vendor: DnsLabel | None = Field(
+        default=None, description="jobs that accept a device of this vendor (e.g. huawei)"
+    )
+    cluster: DnsLabel | None = Field(default=None, description="jobs placed on this cluster")
     limit: QueryInt = Field(default=50, ge=1, le=500)
     cursor: Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")] | None = (
         None

@@ -299,6 +299,8 @@ async def list_jobs(call: Call) -> Reply:
                 for key, _, value in (pair.partition("=") for pair in (q.label or "").split(","))
                 if key
             ),
+            vendor=q.vendor,
+            cluster=q.cluster,
         )
         page, cursor = await job_store.list_jobs(conn, flt, limit=q.limit, cursor=q.cursor)
     return Reply(200, JobList(items=[job_out(j) for j in page], next_cursor=cursor))

@@ -227,7 +227,7 @@ async function queuesPage() {
 // ---- Jobs -----------------------------------------------------------------------------
 
 const STATES = ["Queued", "Placed", "Dispatched", "Running", "Preempting", "Succeeded", "Failed", "Cancelled"];
-const FILTERS = ["state", "tenant", "queue", "label", "vendor"];
+const FILTERS = ["state", "tenant", "queue", "label", "vendor", "cluster"];
 
 function jobVendors(job) {
   const out = new Set();
@@ -250,20 +250,35 @@ function filtersForm(params) {
   } } }, FILTERS.map(field), el("button", { type: "submit" }, "Filter"));
 }
 
-async function jobsPage(params) {
-  const query = new URLSearchParams({ limit: "200" });
-  for (const name of ["state", "tenant", "queue", "label"]) { if (params.get(name)) { query.set(name, params.get(name)); } }
-  let jobs = (await api("/v1/jobs?" + query)).items;
-  const vendor = params.get("vendor");
-  if (vendor) { jobs = jobs.filter(j => jobVendors(j).has(vendor)); }
-  const rows = jobs.map(j => el("tr", { "data-job": j.id },
+const JOB_PAGE = 100;
+
+function jobRow(j) {
+  return el("tr", { "data-job": j.id },
     el("td", {}, el("a", { href: `#/jobs/${j.id}` }, j.name)), el("td", {}, j.tenant), el("td", {}, j.queue),
     el("td", {}, j.priorityClass), el("td", { class: "state " + j.state }, j.state),
     el("td", {}, j.cluster || "-"), el("td", {}, [...jobVendors(j)].join(", ")),
-    el("td", {}, ago(j.createdAt)), el("td", {}, j.reason)));
-  return [el("section", {}, el("h2", {}, `Jobs (${jobs.length})`), filtersForm(params),
+    el("td", {}, ago(j.createdAt)), el("td", {}, j.reason));
+}
+
+// The hub filters (every filter is a query parameter of GET /v1/jobs) and pages with its cursor,
+// kept in the route so that the page's refresh stays on the same page.
+async function jobsPage(params) {
+  const query = new URLSearchParams({ limit: String(JOB_PAGE) });
+  for (const name of [...FILTERS, "cursor", "limit"]) { if (params.get(name)) { query.set(name, params.get(name)); } }
+  const page = await api("/v1/jobs?" + query);
+  const link = cursor => {
+    const q = new URLSearchParams(params);
+    if (cursor) { q.set("cursor", cursor); } else { q.delete("cursor"); }
+    return "#/jobs" + (q.toString() ? "?" + q : "");
+  };
+  const paging = el("p", { class: "paging" },
+    params.get("cursor") ? el("a", { href: link(null), id: "first-jobs" }, "newest") : null, " ",
+    page.nextCursor ? el("a", { href: link(page.nextCursor), id: "more-jobs" }, "older") : null);
+  const where = params.get("cursor") ? "older " : "";
+  return [el("section", {}, el("h2", {}, `Jobs (${where}${page.items.length}${page.nextCursor ? "+" : ""})`),
+    filtersForm(params),
     table(["Name", "Tenant", "Queue", "Priority", "State", "Cluster", "Vendors", "Submitted", "Reason"],
-      rows, { id: "jobs" }))];
+      page.items.map(jobRow), { id: "jobs" }), paging)];
 }
 
 // Where each replica runs: the hub's plan (node, devices) from its latest placement.

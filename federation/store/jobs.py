@@ -220,6 +220,8 @@ class JobFilter:
     queue: str | None = None
     states: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    vendor: str | None = None  # jobs with a device option of this vendor
+    cluster: str | None = None  # jobs placed on (or last placed on) this cluster
 
 
 async def list_jobs(
@@ -235,6 +237,16 @@ async def list_jobs(
         query = query.where(jobs.c.state.in_(flt.states))
     if flt.labels:
         query = query.where(jobs.c.labels.contains(dict(flt.labels)))
+    if flt.vendor is not None:
+        query = query.where(
+            sa.func.jsonb_path_exists(
+                jobs.c.compiled,
+                sa.literal_column("'$.tasks[*].options[*] ? (@.vendor == $v)'::jsonpath"),
+                sa.func.jsonb_build_object("v", flt.vendor),
+            )
+        )
+    if flt.cluster is not None:
+        query = query.where(clusters.c.name == flt.cluster)
     if cursor is not None:
         query = query.where(jobs.c.seq < decode_cursor(cursor))
     page = [_job(r) for r in await conn.execute(query)]

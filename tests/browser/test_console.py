@@ -156,11 +156,19 @@ async def test_queues_page_shows_usage_against_quota_and_who_waits_in_which_orde
     assert shown[0].startswith("1giant") and shown[1].startswith("2second")
 
 
-async def test_jobs_list_filters_by_state_and_vendor(console: Console) -> None:
+async def test_jobs_list_filters_by_state_and_vendor_and_pages(console: Console) -> None:
     await console.show("#/jobs?state=Queued", "jobs")
     assert await console.texts("#jobs tbody td:first-child") == ["second", "giant"]
     await console.show("#/jobs?vendor=nvidia", "jobs")
     assert await console.texts("#jobs tbody td:first-child") == ["marked"]
+    listed = (await console.fleet.call("GET", "/v1/jobs?limit=500"))["items"]
+    await console.show("#/jobs?limit=1", "jobs")  # the hub's cursor, one job a page
+    assert await console.texts("#jobs tbody td:first-child") == [listed[0]["name"]]
+    await console.page.evaluate("document.querySelector('#more-jobs').click()")
+    await console.page.wait(
+        f"document.querySelector('#jobs tbody td')?.textContent === {json.dumps(listed[1]['name'])}"
+    )
+    assert await console.page.evaluate("document.querySelector('#first-jobs') !== null")
 
 
 async def test_a_job_page_shows_its_manifest_events_and_explain(console: Console) -> None:

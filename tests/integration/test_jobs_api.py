@@ -107,6 +107,39 @@ async def test_list_filters_and_paginates_with_a_cursor(hub: Hub) -> None:
     assert none["items"] == []
 
 
+async def test_list_filters_by_vendor_and_cluster_over_every_page(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    for i in range(5):
+        manifest = job_manifest(f"both-{i}")
+        if i % 2:  # NVIDIA only
+            accelerators = manifest["spec"]["tasks"][0]["resources"]["accelerators"]
+            accelerators["anyOf"] = [{"flavor": "nvidia/H100*"}]
+        assert (await hub.call("POST", "/v1/jobs", token, json=manifest))[0] == 201
+    cpu_only = job_manifest("etl")
+    etl = cpu_only["spec"]["tasks"][0]
+    del etl["resources"]["accelerators"], etl["images"]
+    etl["image"] = "python:3.11"
+    assert (await hub.call("POST", "/v1/jobs", token, json=cpu_only))[0] == 201
+
+    async def names(**query: str) -> list[str]:
+        seen: list[str] = []
+        cursor = None
+        while True:
+            params = {"limit": "1", **query, **({"cursor": cursor} if cursor else {})}
+            status, page = await hub.call("GET", "/v1/jobs", token, params=params)
+            assert status == 200, page
+            seen += [j["name"] for j in page["items"]]
+            if (cursor := page["nextCursor"]) is None:
+                return seen
+
+    assert await names(vendor="huawei") == ["both-4", "both-2", "both-0"]
+    assert await names(vendor="nvidia") == [f"both-{i}" for i in reversed(range(5))]
+    assert await names(vendor="cambricon") == []
+    assert await names(cluster="beijing-a") == []  # nothing placed: no hub loop here
+    status, problem = await hub.call("GET", "/v1/jobs", token, params={"vendor": "Huawei!"})
+    assert status == 422 and "vendor" in problem["detail"], problem
+
+
 async def test_cancel_is_idempotent_and_recorded_in_events(hub: Hub) -> None:
     token = await hub.tenant_with_queue("acme")
     _, job = await hub.call("POST", "/v1/jobs", token, json=job_manifest())
