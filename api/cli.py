@@ -300,7 +300,7 @@ REPLICA_HEADER = [
 ]
 
 
-def _replica_rows(replicas: list[dict[str, Any]]) -> list[list[Any]]:
+def replica_rows(replicas: list[dict[str, Any]]) -> list[list[Any]]:
     """A replica table's rows; a replica run again after a failure gets a line for that."""
     rows: list[list[Any]] = []
     for r in replicas:
@@ -346,7 +346,7 @@ async def _describe(client: HubClient, args: argparse.Namespace) -> None:
     print(yaml.safe_dump(shown, sort_keys=False), end="")
     if job["replicas"]:
         print("replicas:")
-        for line in table(_replica_rows(job["replicas"]), REPLICA_HEADER).splitlines():
+        for line in table(replica_rows(job["replicas"]), REPLICA_HEADER).splitlines():
             print(f"  {line}")
     print("events:")
     for e in events["items"]:
