@@ -35,7 +35,7 @@ def latest(pods: Iterable[PodStatus]) -> dict[ReplicaKey, PodStatus]:
     return out
 
 
-def failed_on_its_own(pod: PodStatus) -> bool:
+def _failed_on_its_own(pod: PodStatus) -> bool:
     """A pod that failed for a reason of its own (not lost with its node)."""
     return pod.phase == "Failed" and pod.reason not in LOST_REASONS
 
@@ -45,7 +45,7 @@ def next_attempt(pod: PodStatus | None, backoff_limit: int) -> int:
     one after a failure of its own while its failures do not exceed `backoff_limit`."""
     if pod is None:
         return 1
-    if failed_on_its_own(pod) and pod.attempt <= backoff_limit:
+    if _failed_on_its_own(pod) and pod.attempt <= backoff_limit:
         return pod.attempt + 1
     return pod.attempt
 
@@ -119,7 +119,7 @@ def summarize(
         return Summary(state, reason, message, running, succeeded, len(failed_pods))
 
     lost = [p for p in failed_pods if p.reason in LOST_REASONS]
-    real = [p for p in failed_pods if p.reason not in LOST_REASONS]
+    real = [p for p in failed_pods if _failed_on_its_own(p)]
     if real:
         first = real[0]
         tried = f" (attempt {first.attempt})" if first.attempt > 1 else ""

@@ -131,7 +131,8 @@ def _exit_code(status: Mapping[str, Any]) -> int | None:
         code
         for key in ("state", "lastState")
         for c in _statuses(status)
-        if (code := ((c.get(key) or {}).get("terminated") or {}).get("exitCode")) is not None
+        if type(code := ((c.get(key) or {}).get("terminated") or {}).get("exitCode")) is int
+        and -(2**31) <= code < 2**31
     ]
     return next((c for c in ended if c != 0), ended[0] if ended else None)
 

@@ -37,12 +37,15 @@ from federation.wire.agent import NodeInfo, PodPhase, Taint, device_infos
 
 
 def exit_code(reason: str, given: str | None) -> int:
-    """The exit code of a simulated failure: `given` (the `EXIT_CODE` annotation), else 137
-    for OOMKilled (SIGKILL) and 1 for anything else, as the local clusters' kwok stage."""
+    """The exit code of a simulated failure: `given` (the `EXIT_CODE` annotation, 0 to 255),
+    else 137 for OOMKilled (SIGKILL) and 1 for anything else, as the local clusters' kwok
+    stage."""
+    default = 137 if reason == "OOMKilled" else 1
     try:
-        return int(given) if given is not None else 137 if reason == "OOMKilled" else 1
+        code = int(given) if given is not None else default
     except ValueError:
-        return 1
+        return default
+    return code if 0 <= code <= 255 else default
 
 
 @dataclass(frozen=True)

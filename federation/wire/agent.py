@@ -219,6 +219,7 @@ Reason = Annotated[str, StringConstraints(max_length=63), NUL_FREE]
 REPLICA_MESSAGE_MAX = 1024
 ReplicaMessage = Annotated[str, StringConstraints(max_length=REPLICA_MESSAGE_MAX), NUL_FREE]
 MAX_REPLICAS_PER_UPDATE = 16 * 1024  # tasks x replicas of the largest job
+ExitCode = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]  # a container's, as Kubernetes'
 
 
 class ReplicaFailure(_Msg):
@@ -227,7 +228,7 @@ class ReplicaFailure(_Msg):
     attempt: int = Field(ge=1, le=INT32_MAX)
     pod: Name
     node: Annotated[str, StringConstraints(max_length=253), NUL_FREE] = ""
-    exit_code: int | None = Field(default=None, alias="exitCode", ge=-INT32_MAX, le=INT32_MAX)
+    exit_code: ExitCode | None = Field(default=None, alias="exitCode")
     reason: Reason = ""
     message: ReplicaMessage = ""
 
@@ -242,7 +243,7 @@ class ReplicaStatus(_Msg):
     pod: Name
     node: Annotated[str, StringConstraints(max_length=253), NUL_FREE] = ""
     phase: PodPhase
-    exit_code: int | None = Field(default=None, alias="exitCode", ge=-INT32_MAX, le=INT32_MAX)
+    exit_code: ExitCode | None = Field(default=None, alias="exitCode")
     reason: Reason = ""
     restarts: Count = 0
     message: ReplicaMessage = ""

@@ -206,3 +206,18 @@ def test_a_replica_run_again_keeps_its_hostname_rank_and_environment() -> None:
         first[1].gang,
     )
     assert again[1].gated  # behind the gang gate until the agent lifts it with its peers bound
+
+
+def test_an_exit_code_kubernetes_could_not_have_written_is_no_exit_code() -> None:
+    """The agent must never fail to report because of one odd pod."""
+    for odd in ("3", 2**40, True, None):
+        bad = {
+            "phase": "Failed",
+            "containerStatuses": [
+                {"name": "w", "state": {"terminated": {"reason": "Error", "exitCode": odd}}}
+            ],
+        }
+        parsed = managed_pod(suanpan_pod("sp-x-0", "n1", status=bad))
+        assert parsed is not None and parsed.exit_code is None
+        (replica,) = replica_statuses([pod_status(parsed, True)])
+        assert replica.exit_code is None and replica.reason == "Error"
