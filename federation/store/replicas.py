@@ -24,6 +24,12 @@ from federation.wire.agent import PodPhase, ReplicaFailure, ReplicaStatus
 
 # reasons of a pod waiting for the scheduler: said by the job's own reason and events already
 SCHEDULING = frozenset({"Unschedulable", "SchedulingGated", "SchedulerError"})
+# reasons the kubelet alternates between while it retries: one event for the pair, not one a flip
+SAME_AS = {"ErrImagePull": "ImagePullBackOff"}
+
+
+def _kind(reason: str) -> str:
+    return SAME_AS.get(reason, reason)
 
 
 @dataclass(frozen=True)
@@ -156,7 +162,7 @@ def _events(job_id: uuid.UUID, epoch: int, r: ReplicaStatus, old: _Before | None
         message = f"{name} attempt {r.attempt} (pod {r.pod}): {said}{detail}"
         out.append(_event("ReplicaFailed", message, job_id, epoch, r, r))
     elif r.reason and r.reason not in SCHEDULING:
-        if old is not None and (old.attempt, old.reason) == (r.attempt, r.reason):
+        if old is not None and (old.attempt, _kind(old.reason)) == (r.attempt, _kind(r.reason)):
             return out
         message = f"{name} attempt {r.attempt} (pod {r.pod}): {r.reason}{detail}"
         out.append(_event("ReplicaReason", message, job_id, epoch, r, r))

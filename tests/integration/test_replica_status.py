@@ -261,3 +261,25 @@ async def test_a_late_report_of_an_earlier_attempt_is_ignored(db: Database) -> N
         )
         stored, _ = await replicas.of_job(conn, job.id, 1)
     assert late == [] and stored[0].attempt == 2 and stored[0].phase == "Running"
+
+
+async def test_a_new_reason_is_told_once_and_an_image_pull_retry_is_one_reason(
+    db: Database,
+) -> None:
+    tenant, queue = await store_queue(db)
+    async with db.transaction() as conn:
+        cluster = await ensure_cluster(conn, "c1")
+        await agents.register(conn, cluster, Registration(cluster="c1"))
+        job, _ = await job_store.submit(conn, stored_job(tenant, queue))
+        await place_jobs(conn, [NewPlacement(job.id, 1, cluster, 1, {"w": None}, [], "p", {})])
+        told = []
+        for reason in ("Unschedulable", "ErrImagePull", "ImagePullBackOff", "ErrImagePull"):
+            pending = _status(0, 1, "Pending", reason=reason, message="pulling x")
+            told += await replicas.record(conn, [replicas.Reported(job.id, 1, [pending])])
+        running = _status(0, 1, "Running", reason="NodeLost", message="node n1 is not Ready")
+        told += await replicas.record(conn, [replicas.Reported(job.id, 1, [running])])
+    assert [(e.reason, e.data["reason"]) for e in told] == [
+        ("ReplicaReason", "ErrImagePull"),  # the scheduler's waits are the job's own reason
+        ("ReplicaReason", "NodeLost"),
+    ]
+    assert told[0].message == "w-0 attempt 1 (pod p-0-a1): ErrImagePull: pulling x"
