@@ -284,6 +284,72 @@ async def _cluster(client: HubClient, args: argparse.Namespace) -> None:
     print(f"cluster {found['name']} {found['state']}, accepted: {found['accepted']}")
 
 
+REPLICA_HEADER = [
+    "TASK",
+    "REPLICA",
+    "ATTEMPT",
+    "POD",
+    "NODE",
+    "PHASE",
+    "EXIT",
+    "REASON",
+    "RESTARTS",
+]
+
+
+def replica_rows(replicas: list[dict[str, Any]]) -> list[list[Any]]:
+    """A replica table's rows; a replica run again after a failure gets a line for that."""
+    rows: list[list[Any]] = []
+    for r in replicas:
+        code = r["exitCode"] if r["exitCode"] is not None else "-"
+        rows.append(
+            [
+                r["task"],
+                r["replica"],
+                r["attempt"],
+                r["pod"],
+                r["node"] or "-",
+                r["phase"],
+                code,
+                r["reason"] or "-",
+                r["restarts"],
+            ]
+        )
+        last = r["lastFailure"]
+        if last is not None:
+            code = last["exitCode"] if last["exitCode"] is not None else "-"
+            rows.append(
+                [
+                    "",
+                    "",
+                    last["attempt"],
+                    last["pod"],
+                    last["node"] or "-",
+                    "Failed",
+                    code,
+                    last["reason"] or "-",
+                    "",
+                ]
+            )
+    return rows
+
+
+async def _describe(client: HubClient, args: argparse.Namespace) -> None:
+    """A job (without its manifest), its replicas as a table, then its events."""
+    job_id = await _resolve_job(client, args.id)
+    job = await client.request("GET", f"/v1/jobs/{job_id}")
+    events = await client.request("GET", f"/v1/jobs/{job_id}/events")
+    shown = {k: v for k, v in job.items() if k not in ("spec", "replicas")}
+    print(yaml.safe_dump(shown, sort_keys=False), end="")
+    if job["replicas"]:
+        print("replicas:")
+        for line in table(replica_rows(job["replicas"]), REPLICA_HEADER).splitlines():
+            print(f"  {line}")
+    print("events:")
+    for e in events["items"]:
+        print(f"  {e['createdAt'][11:19]}  {e['reason']:<14} {e['message']}")
+
+
 async def _run(args: argparse.Namespace) -> int:
     hub, token = _config(args)
     ca = args.hub_ca or os.environ.get("SUANPAN_HUB_CA")
@@ -294,16 +360,7 @@ async def _run(args: argparse.Namespace) -> int:
         elif args.command == "get":
             await _get(client, args)
         elif args.command == "describe":
-            job_id = await _resolve_job(client, args.id)
-            job = await client.request("GET", f"/v1/jobs/{job_id}")
-            events = await client.request("GET", f"/v1/jobs/{job_id}/events")
-            print(
-                yaml.safe_dump({k: v for k, v in job.items() if k != "spec"}, sort_keys=False),
-                end="",
-            )
-            print("events:")
-            for e in events["items"]:
-                print(f"  {e['createdAt'][11:19]}  {e['reason']:<14} {e['message']}")
+            await _describe(client, args)
         elif args.command == "cancel":
             job = await client.request(
                 "POST", f"/v1/jobs/{await _resolve_job(client, args.id)}/cancel"

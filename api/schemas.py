@@ -18,6 +18,7 @@ from pydantic import (
 from federation.k8s_names import DnsLabel, label_map
 from federation.store.tokens import DEFAULT_TTL_S
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
+from federation.wire.agent import PodPhase
 
 JOB_STATES = (
     "Queued",
@@ -303,6 +304,46 @@ class JobOut(_Out):
     updated_at: datetime = Field(alias="updatedAt")
     started_at: datetime | None = Field(alias="startedAt")
     finished_at: datetime | None = Field(alias="finishedAt")
+
+
+class ReplicaFailureOut(_Out):
+    """How an earlier attempt of a replica ended."""
+
+    attempt: int
+    pod: str
+    node: str
+    exit_code: int | None = Field(alias="exitCode")
+    reason: str
+    message: str
+
+
+class ReplicaOut(_Out):
+    """One replica's latest pod (attempt) as its cluster last reported it."""
+
+    task: str
+    replica: int
+    attempt: int = Field(description="runs of this replica in its placement, 1 and up")
+    pod: str
+    node: str
+    phase: PodPhase
+    exit_code: int | None = Field(alias="exitCode")
+    reason: str = Field(description="OOMKilled, Error, Evicted, ImagePullBackOff, NodeLost, ...")
+    restarts: int
+    message: str
+    last_failure: ReplicaFailureOut | None = Field(
+        alias="lastFailure", description="the failure of the attempt this one replaced"
+    )
+    updated_at: datetime = Field(alias="updatedAt")
+
+
+class JobDetail(JobOut):
+    """A job with its replicas (of its current or last placement) and attempts."""
+
+    attempts: int = Field(
+        description="runs of the job: one per placement whose pods ran, plus each run again "
+        "in place of a failed replica"
+    )
+    replicas: list[ReplicaOut]
 
 
 MAX_BATCH = 1000

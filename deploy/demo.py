@@ -7,7 +7,8 @@ REST; the report shows placement across vendors, a heterogeneous job, an urgent 
 preempting (its victim requeued and re-run), `explain` for a waiting job, utilization, and a
 Kubeflow PyTorchJob written for NVIDIA, imported as it is, running on Ascend with its ranks,
 hostnames and vendor runtime variables, the tenant's namespace, its HCCL rank table and a
-replica's logs.
+replica's logs, and a replica killed for memory: its exit code and reason, run again in place,
+then the job Failed.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from api.cli import table
+from api.cli import REPLICA_HEADER, replica_rows, table
 from cluster_agents.backends.simulated import SimulatedCluster
 from deploy.browser import console_screenshots
 from deploy.fleet import Fleet, local_fleet
@@ -401,6 +402,31 @@ async def imported_pytorchjob(fleet: Fleet) -> None:
     print(textwrap.indent(text.rstrip(), "    "))
 
 
+async def failed_replica(fleet: Fleet) -> None:
+    """A replica killed for memory runs again in place (`failurePolicy.backoffLimit: 1`); its
+    second failure fails the job. What `suanpan describe` shows of it."""
+    section("a replica that fails: its exit code and reason, run again in place, then Failed")
+    oom = {
+        "name": "w",
+        "replicas": 2,
+        "image": "python:3.11",
+        "annotations": {"suanpan.io/run-seconds": "20", "suanpan.io/fail-reason": "OOMKilled"},
+        "resources": {"cpu": "4", "memory": "8Gi"},
+    }
+    submitted = await fleet.call(
+        "POST",
+        "/v1/jobs",
+        json=job("oom-trial", "vision-lab", [oom], failurePolicy={"backoffLimit": 1}),
+    )
+    done = await until_state(fleet, submitted["id"], {"Failed"}, 60)
+    print(f"  {done['name']}: {done['state']} ({done['reason']}) after {done['attempts']} attempts")
+    print(textwrap.indent(table(replica_rows(done["replicas"]), REPLICA_HEADER), "  "))
+    events = (await fleet.call("GET", f"/v1/jobs/{done['id']}/events"))["items"]
+    for e in events:
+        if e["reason"] == "ReplicaFailed" or e["reason"] == done["reason"]:
+            print(f"  {e['reason']:<14} {e['message'][:110]}")
+
+
 async def _completed(content: str | None) -> bool:
     return content is not None and json.loads(content)["status"] == "completed"
 
@@ -424,6 +450,7 @@ async def main() -> None:
         print(f"simulated clusters run {fleet.time_scale:g}× faster than real time")
         await scenario(fleet)
         await imported_pytorchjob(fleet)
+        await failed_replica(fleet)
         await screenshots(fleet)
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"

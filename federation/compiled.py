@@ -33,7 +33,7 @@ from federation.scheduling.model import (
     Task,
 )
 from federation.scheduling.quota import demand
-from federation.spec import FailoverPolicy
+from federation.spec import FailoverPolicy, FailurePolicy
 from federation.wire.annotations import ACCELERATOR_NODES
 
 
@@ -173,6 +173,8 @@ class CompiledJob(_Compiled):
     cluster_selector: dict[str, str] = Field(default_factory=dict, alias="clusterSelector")
     max_runtime_seconds: int | None = Field(default=None, alias="maxRuntimeSeconds")
     failover: FailoverPolicy | None = None  # None: the fleet's default (hub configuration)
+    # retries in place and what a lost node or cluster does (defaults for jobs stored before)
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, alias="failurePolicy")
     tasks: tuple[CompiledTask, ...]
 
     def task(self, name: str) -> CompiledTask | None:

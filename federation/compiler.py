@@ -33,7 +33,7 @@ from federation.compiled import (
 )
 from federation.podtemplate import PodTemplate
 from federation.scheduling.devices import WHOLE
-from federation.spec import Accelerators, FlavorChoice, JobManifest, Task
+from federation.spec import Accelerators, FailurePolicy, FlavorChoice, JobManifest, Task
 
 MIB = 2**20
 
@@ -239,5 +239,6 @@ def compile_job(catalog: Catalog, manifest: JobManifest) -> CompiledJob:
         cluster_selector=dict(spec.placement.cluster_selector),
         max_runtime_seconds=spec.max_runtime_seconds,
         failover=spec.failover,
+        failure_policy=spec.failure_policy or FailurePolicy(),
         tasks=tuple(_task(catalog, t, f"spec.tasks[{i}]") for i, t in enumerate(spec.tasks)),
     )

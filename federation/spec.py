@@ -159,6 +159,32 @@ class Placement(_Strict):
 
 
 FailoverPolicy = Literal["fast", "exclusive"]
+OnFailure = Literal["requeue", "fail"]
+DEFAULT_BACKOFF_LIMIT = 3
+MAX_BACKOFF_LIMIT = 100
+
+
+class FailurePolicy(_Strict):
+    """What a failure does to the job: retries of a failed replica in place, and whether a
+    lost node or cluster sends the job back to the queue (run elsewhere) or fails it."""
+
+    backoff_limit: int = Field(
+        default=DEFAULT_BACKOFF_LIMIT,
+        alias="backoffLimit",
+        ge=0,
+        le=MAX_BACKOFF_LIMIT,
+        description="times a failed replica is run again in place before the job fails",
+    )
+    on_node_failure: OnFailure = Field(
+        default="requeue",
+        alias="onNodeFailure",
+        description="a pod lost with its node (gone, NotReady, evicted): requeue or fail",
+    )
+    on_cluster_failure: OnFailure = Field(
+        default="requeue",
+        alias="onClusterFailure",
+        description="its cluster lost (Offline): requeue (per `failover`) or fail",
+    )
 
 
 class JobSpec(_Strict):
@@ -178,6 +204,9 @@ class JobSpec(_Strict):
         default=None,
         description="when its cluster is lost: fast (requeue at once, may briefly run twice) "
         "or exclusive (requeue only once its pods are surely stopped); default: the fleet's",
+    )
+    failure_policy: FailurePolicy | None = Field(
+        default=None, alias="failurePolicy", description="default: 3 retries, requeue"
     )
     tasks: list[Task] = Field(min_length=1, max_length=MAX_TASKS)
 

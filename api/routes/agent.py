@@ -149,6 +149,7 @@ async def agent_assignments(call: Call) -> Reply:
     roles=AGENT,
     body=StatusReport,
     response=StatusAck,
+    max_body=64 << 20,  # every replica of every placement: a 16,384-replica job is some 5 MiB
     errors=(404,),
 )
 async def agent_status(call: Call) -> Reply:

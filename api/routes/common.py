@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 
-from api.schemas import EventOut, JobOut
+from api.schemas import EventOut, JobOut, ReplicaFailureOut, ReplicaOut
 from federation.errors import NotFound
 from federation.store.records import Event, Job
+from federation.store.replicas import Replica
 
 
 def parse_id(what: str, raw: str) -> uuid.UUID:
@@ -42,6 +43,25 @@ def job_out(job: Job) -> JobOut:
         updated_at=job.updated_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
+    )
+
+
+def replica_out(replica: Replica) -> ReplicaOut:
+    """The API form of a replica's status."""
+    last = replica.last
+    return ReplicaOut(
+        task=replica.task,
+        replica=replica.replica,
+        attempt=replica.attempt,
+        pod=replica.pod,
+        node=replica.node,
+        phase=replica.phase,
+        exit_code=replica.exit_code,
+        reason=replica.reason,
+        restarts=replica.restarts,
+        message=replica.message,
+        last_failure=ReplicaFailureOut.model_validate(last) if last is not None else None,
+        updated_at=replica.updated_at,
     )
 
 

@@ -15,7 +15,7 @@ from api.context import ctx
 from api.problems import invalid, problem_body
 from api.registry import HEADER_PATTERN, WRITERS, Call, Reply
 from api.routes import API
-from api.routes.common import event_out, job_out, parse_id
+from api.routes.common import event_out, job_out, parse_id, replica_out
 from api.schemas import (
     BatchOutcome,
     ClusterReason,
@@ -24,6 +24,7 @@ from api.schemas import (
     Explanation,
     JobBatch,
     JobBatchResult,
+    JobDetail,
     JobList,
     JobOut,
     JobQuery,
@@ -34,6 +35,7 @@ from federation.errors import FieldError, InvalidInput, NotFound, SuanpanError, 
 from federation.imports import KubernetesManifest, Submission, imported_path, to_manifest
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
+from federation.store import replicas as replica_store
 from federation.store import tenancy
 from federation.store.tenancy import SubmissionTarget
 from federation.tenant_policy import TenantPolicy, violations
@@ -261,13 +263,17 @@ def _refused(exc: SuanpanError) -> BatchOutcome:
     return BatchOutcome(status=exc.status, problem=problem_body(exc))
 
 
-@API.op("GET", "/v1/jobs/{job_id}", summary="Get a job", tag="jobs", response=JobOut, errors=(404,))
+@API.op(
+    "GET", "/v1/jobs/{job_id}", summary="Get a job", tag="jobs", response=JobDetail, errors=(404,)
+)
 async def get_job(call: Call) -> Reply:
-    """One job."""
+    """One job, with each replica's status as its cluster last reported it and its attempts."""
     job_id = parse_id("job", call.path("job_id"))
     async with ctx(call.request).db.connection() as conn:
         job = await job_store.get(conn, job_id, tenant_scope(call.who))
-    return Reply(200, job_out(job))
+        found, attempts = await replica_store.of_job(conn, job_id, job.epoch)
+    out = job_out(job).model_dump(by_alias=False)
+    return Reply(200, JobDetail(**out, attempts=attempts, replicas=[replica_out(r) for r in found]))
 
 
 @API.op(

@@ -296,6 +296,27 @@ function placementSection(job, placed) {
       : el("p", { class: "muted" }, job.cluster ? "no replica plan recorded" : "not placed"));
 }
 
+// What each replica's pod did, as its cluster last reported it: the latest attempt, and the
+// failure of the attempt it replaced on a line of its own.
+function replicasSection(job) {
+  const code = c => (c === null || c === undefined ? "-" : String(c));
+  const rows = job.replicas.flatMap(r => [
+    el("tr", { "data-replica": `${r.task}/${r.replica}`, class: r.phase === "Failed" ? "failed" : null },
+      el("td", {}, r.task), num(r.replica), num(r.attempt), el("td", {}, r.pod), el("td", { "data-field": "node" }, r.node || "-"),
+      el("td", { "data-field": "phase" }, r.phase), num(code(r.exitCode), { "data-field": "exit" }),
+      el("td", { "data-field": "reason", title: r.message }, r.reason || "-"), num(r.restarts)),
+    r.lastFailure ? el("tr", { "data-replica": `${r.task}/${r.replica}/${r.lastFailure.attempt}`, class: "muted" },
+      el("td", {}, ""), el("td", {}, ""), num(r.lastFailure.attempt), el("td", {}, r.lastFailure.pod),
+      el("td", {}, r.lastFailure.node || "-"), el("td", {}, "Failed"), num(code(r.lastFailure.exitCode)),
+      el("td", { title: r.lastFailure.message }, r.lastFailure.reason || "-"), el("td", {}, "")) : null,
+  ]).filter(Boolean);
+  const headers = ["Task", { text: "Replica", num: true }, { text: "Attempt", num: true }, "Pod", "Node", "Phase",
+    { text: "Exit code", num: true }, "Reason", { text: "Restarts", num: true }];
+  return el("section", { id: "replicas" }, el("h2", {}, "Replicas"),
+    el("p", { class: "muted" }, `${job.attempts} attempt${job.attempts === 1 ? "" : "s"} · as the cluster last reported`),
+    rows.length ? table(headers, rows) : el("p", { class: "muted" }, "no replica reported yet"));
+}
+
 function facts(pairs) {
   return el("dl", { class: "facts" }, pairs.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
 }
@@ -322,10 +343,12 @@ async function jobPage(id) {
       el("div", {}, finished ? null : actionButton("Cancel", `/v1/jobs/${job.id}/cancel`, ["admin", "member"])),
       facts([["id", job.id], ["tenant", job.tenant], ["queue", job.queue],
         ["priority", `${job.priorityClass} (${job.priority})${job.preemptible ? ", preemptible" : ""}`],
-        ["cluster", job.cluster || "-"], ["placement", flavors], ["epoch", job.epoch], ["labels", labels || "-"],
+        ["cluster", job.cluster || "-"], ["placement", flavors], ["epoch", job.epoch], ["attempts", job.attempts],
+        ["labels", labels || "-"],
         ["annotations", annotations.join("; ") || "-"],
         ["submitted", job.createdAt], ["started", job.startedAt || "-"], ["finished", job.finishedAt || "-"]])),
     placementSection(job, placed),
+    replicasSection(job),
     el("section", { id: "explain" }, el("h2", {}, "Explain"), el("p", { id: "explain-summary" }, why.summary),
       why.clusters.length ? table(["Cluster", "Code", "Why not"], why.clusters.map(c =>
         el("tr", { "data-cluster": c.cluster }, el("td", {}, c.cluster), el("td", {}, c.code), el("td", {}, c.reason))))

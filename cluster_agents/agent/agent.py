@@ -4,10 +4,15 @@ Survives hub restarts and network cuts: every failure of a hub call ends the ses
 next session (after backoff with jitter) registers again, sends a full inventory, resumes
 assignments from the last revision and re-sends the current status of every placement. All
 three are idempotent on the hub. A status is sent again whenever its state, reason or message
-changes (a waiting pod's scheduler message included). Pods of a placement the hub no longer
-holds, or of an older epoch, are deleted (fencing; finished ones only after `keep_finished_s`,
-so that their logs can still be read) — but only once the agent has caught up with
-the assignment stream, so a restarted agent never deletes work it has not heard about yet.
+changes (a waiting pod's scheduler message included), and so is a change of any replica's
+attempt, phase, node, exit code, reason or restarts (`replica_statuses`). A replica that failed
+for a reason of its own runs again in place as a new pod (same placement, hostname and rank;
+the failed pod is kept like a finished one) until its failures exceed the job's
+`backoffLimit`; only then is the placement Failed (`cluster_agents.agent.status`). Pods of a
+placement the hub no longer holds, or of an older epoch, are deleted (fencing; finished ones
+only after `keep_finished_s`, so that their logs can still be read) — but only once the agent
+has caught up with the assignment stream, so a restarted agent never deletes work it has not
+heard about yet.
 
 Leases: the agent renews its cluster's lease every few seconds for its whole life (sessions or
 not), saying whether it reaches its kube-apiserver. When it could not renew for a whole lease
@@ -40,7 +45,7 @@ from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.ranktable import RankTableMount, placement_tables
 from cluster_agents.agent.render import RenderError, render
-from cluster_agents.agent.status import summarize
+from cluster_agents.agent.status import latest, next_attempt, replica_statuses, summarize
 from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.wire import annotations as ann
@@ -75,9 +80,16 @@ class AgentConfig:
     keep_finished_s: float = 3600.0  # finished pods outlive their placement this long (logs)
 
 
-def _said(update: StatusUpdate) -> tuple[str, str, str]:
+Said = tuple[str, str, str, tuple[tuple[object, ...], ...]]
+
+
+def _said(update: StatusUpdate) -> Said:
     """What an update tells the hub: a change of any of it is worth sending again."""
-    return update.state, update.reason, update.message
+    replicas = tuple(
+        (r.task, r.replica, r.attempt, r.phase, r.node, r.exit_code, r.reason, r.restarts)
+        for r in update.replicas
+    )
+    return update.state, update.reason, update.message, replicas
 
 
 def gates_to_lift(wanted: dict[str, PodSpec], pods: list[PodStatus]) -> list[str]:
@@ -134,7 +146,7 @@ class Agent:
         self.active: dict[str, Assignment] = {}  # job -> its current Active assignment
         self.released: dict[str, int] = {}  # job -> highest released epoch
         self.caught_up = False  # the assignment stream has been read to its end once
-        self._reported: dict[tuple[str, int], tuple[str, str, str]] = {}  # state, reason, message
+        self._reported: dict[tuple[str, int], Said] = {}  # what was last sent per placement
         self._sent: dict[str, NodeInfo] = {}
         self._finished: dict[str, float] = {}  # kept finished pod -> when first seen fenced
         self._tables: dict[tuple[str, RankTableMount], str] = {}  # rank tables as last written
@@ -371,11 +383,22 @@ class Agent:
         self._wake.clear()
         await asyncio.sleep(self.config.debounce_s)
 
-    def _wanted(self) -> dict[str, PodSpec]:
+    def _wanted(self, pods: list[PodStatus]) -> dict[str, PodSpec]:
+        """The pods of the active assignments, each replica at the attempt it should run: the
+        next one after a failure of its own, up to the job's `backoffLimit` (`next_attempt`)."""
+        current = latest(pods)
         wanted: dict[str, PodSpec] = {}
-        for assignment in self.active.values():
+        for job, assignment in self.active.items():
+            limit = assignment.failure_policy.backoff_limit
+            attempts = {
+                (t.task.name, r): next_attempt(
+                    current.get((job, assignment.epoch, t.task.name, r)), limit
+                )
+                for t in assignment.tasks
+                for r in range(t.task.replicas)
+            }
             try:
-                for pod in render(assignment, self.config.namespace, self.catalog):
+                for pod in render(assignment, self.config.namespace, self.catalog, attempts):
                     wanted[pod.name] = pod
             except RenderError as exc:
                 log.error("cannot render job %s: %s", assignment.job, exc)
@@ -384,8 +407,8 @@ class Agent:
     async def reconcile(self) -> None:
         """Create missing pods, delete fenced ones, and report what changed."""
         start = time.perf_counter()
-        wanted = self._wanted()
         pods = self.backend.pods()
+        wanted = self._wanted(pods)
         existing = {p.name for p in pods}
         missing = [spec for name, spec in wanted.items() if name not in existing]
         if missing:
@@ -434,8 +457,9 @@ class Agent:
         updates = []
         for job, assignment in self.active.items():
             expected = assignment.replicas
+            placed = by_placement.get((job, assignment.epoch), [])
             summary = summarize(
-                by_placement.get((job, assignment.epoch), []),
+                placed,
                 expected,
                 now=self.backend.now(),
                 gang_timeout_s=self.gang_timeout_s,
@@ -451,6 +475,7 @@ class Agent:
                         running=summary.running,
                         succeeded=summary.succeeded,
                         failed=summary.failed,
+                        replicas=replica_statuses(placed),
                     )
                 )
         if self.caught_up:

@@ -10,13 +10,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Protocol
 
 from cluster_agents.agent.ranktable import RankTableMount
 from federation.podtemplate import PodTemplate
-from federation.wire.agent import NodeInfo
-
-PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+from federation.wire.agent import NodeInfo, PodPhase
 
 
 @dataclass(frozen=True)
@@ -74,6 +72,7 @@ class PodSpec:
     gang: str = ""  # gang of the pod ("": none); gang pods are created behind a scheduling gate
     gated: bool = False  # created with the `GANG_GATE` scheduling gate
     rank_table: RankTableMount | None = None  # mounted in `container`, named by its variable
+    attempt: int = 1  # the replica's run in this placement: 2 and on after failures in place
 
 
 @dataclass(frozen=True)
@@ -96,6 +95,9 @@ class PodStatus:
     pod_ip: str = ""
     devices: tuple[int, ...] = ()  # the extender's choice at bind (`DEVICES`)
     device_ips: tuple[tuple[int, str], ...] = ()  # (device, address), where the plugin says
+    attempt: int = 1  # `ATTEMPT_LABEL`: the replica's run in its placement
+    exit_code: int | None = None  # of the container that failed (else of the first that ended)
+    restarts: int = 0  # container restarts, all containers together
 
 
 class LogError(Exception):

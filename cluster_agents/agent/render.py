@@ -11,6 +11,7 @@ the job's priority class, our scheduler name, and the labels/annotations of
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
 from cluster_agents.agent.ranktable import RankTableMount, config_map_name
@@ -27,9 +28,11 @@ class RenderError(ValueError):
     """The assignment cannot be turned into pods (a task without accelerators or image)."""
 
 
-def pod_name(job: str, epoch: int, task: str, replica: int) -> str:
-    """Deterministic pod name: the same assignment always renders the same names."""
-    return f"sp-{job[:8]}-e{epoch}-{task}-{replica}"[:63].rstrip("-")
+def pod_name(job: str, epoch: int, task: str, replica: int, attempt: int = 1) -> str:
+    """Deterministic pod name: the same assignment always renders the same names; a replica's
+    later attempts (runs again in place) end in `-a<attempt>`."""
+    again = f"-a{attempt}" if attempt > 1 else ""
+    return f"sp-{job[:8]}-e{epoch}-{task}-{replica}"[: 63 - len(again)].rstrip("-") + again
 
 
 def service_name(job: str, epoch: int) -> str:
@@ -126,9 +129,16 @@ def cpu_only_exclusions(catalog: Catalog) -> tuple[NodeExclusion, ...]:
     )
 
 
-def render(assignment: Assignment, prefix: str, catalog: Catalog) -> list[PodSpec]:
+def render(
+    assignment: Assignment,
+    prefix: str,
+    catalog: Catalog,
+    attempts: Mapping[tuple[str, int], int] | None = None,
+) -> list[PodSpec]:
     """The pods of an Active assignment, every replica of every task, in the tenant's
-    namespace (`tenant_namespace(prefix, tenant)`).
+    namespace (`tenant_namespace(prefix, tenant)`); a replica run again in place has its
+    attempt in `attempts` ((task, replica) -> attempt, 1 when absent): a pod of its own
+    (`pod_name`, `ATTEMPT_LABEL`) with the same hostname, rank and environment.
 
     The agent's `catalog` adds what only the cluster side knows: how the vendor's plugin learns
     the extender's devices (a visible-devices variable read from the bind's annotation) and
@@ -186,7 +196,9 @@ def render(assignment: Assignment, prefix: str, catalog: Catalog) -> list[PodSpe
                 pod_annotations[ann.HINT_DEVICES] = (
                     f"{hint.node}:{','.join(map(str, hint.devices))}"
                 )
-            name = pod_name(job, assignment.epoch, task.name, replica)
+            attempt = (attempts or {}).get((task.name, replica), 1)
+            name = pod_name(job, assignment.epoch, task.name, replica, attempt)
+            first = pod_name(job, assignment.epoch, task.name, replica)
             local = option.count if option is not None else 1
             pods.append(
                 PodSpec(
@@ -206,13 +218,16 @@ def render(assignment: Assignment, prefix: str, catalog: Catalog) -> list[PodSpe
                         ann.TASK_LABEL: task.name,
                         ann.REPLICA_LABEL: str(replica),
                         ann.EPOCH_LABEL: str(assignment.epoch),
+                        ann.ATTEMPT_LABEL: str(attempt),
                     },
                     annotations=pod_annotations,
                     requests=requests,
                     cpu_milli=task.pod_cpu_milli,
                     memory_mib=task.pod_memory_mib,
                     env=vendor_env | rendezvous_env(assignment, task.name, replica, rank, local),
-                    hostname=hostname(assignment.name, task.name, replica, name) if service else "",
+                    hostname=hostname(assignment.name, task.name, replica, first)
+                    if service
+                    else "",
                     service=service,
                     tolerations=tolerations,
                     priority=assignment.priority,
@@ -223,6 +238,7 @@ def render(assignment: Assignment, prefix: str, catalog: Catalog) -> list[PodSpe
                     gang=gang,
                     gated=bool(gang),
                     rank_table=table,
+                    attempt=attempt,
                 )
             )
             rank += 1

@@ -1,17 +1,89 @@
-"""What a placement's pods add up to, as the one status the hub needs (pure)."""
+"""What a placement's pods add up to, as the one status the hub needs, and which replicas
+run again in place after a failure (pure).
+
+A replica's pods are its attempts (`PodStatus.attempt`, 1 and up); only its latest counts. A
+latest attempt that failed for a reason of its own (not a lost node: that is the placement's
+fate, see `LOST_REASONS`) is run again as the next attempt while its failures do not exceed
+the job's `backoffLimit`; after that the placement is Failed.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cluster_agents.agent.backend import PodStatus
+from federation.wire.agent import REPLICA_MESSAGE_MAX, ReplicaFailure, ReplicaStatus
 
 LOST_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Terminated"})
 UNSCHEDULABLE = "Unschedulable"  # PodScheduled=False because no node fits (not a gate)
 # PodScheduled=False reasons that mean the cluster cannot place the pod now: no node fits, or
 # the scheduler itself fails (an extender unreachable, say)
 WAITING_REASONS = frozenset({UNSCHEDULABLE, "SchedulerError"})
+
+
+ReplicaKey = tuple[str, int, str, int]  # job, epoch, task, replica
+
+
+def latest(pods: Iterable[PodStatus]) -> dict[ReplicaKey, PodStatus]:
+    """Each replica's latest attempt among `pods`."""
+    out: dict[ReplicaKey, PodStatus] = {}
+    for pod in pods:
+        key = (pod.job, pod.epoch, pod.task, pod.replica)
+        if key not in out or out[key].attempt < pod.attempt:
+            out[key] = pod
+    return out
+
+
+def _failed_on_its_own(pod: PodStatus) -> bool:
+    """A pod that failed for a reason of its own (not lost with its node)."""
+    return pod.phase == "Failed" and pod.reason not in LOST_REASONS
+
+
+def next_attempt(pod: PodStatus | None, backoff_limit: int) -> int:
+    """The attempt a replica whose latest pod is `pod` (None: none yet) should run: the next
+    one after a failure of its own while its failures do not exceed `backoff_limit`."""
+    if pod is None:
+        return 1
+    if _failed_on_its_own(pod) and pod.attempt <= backoff_limit:
+        return pod.attempt + 1
+    return pod.attempt
+
+
+def _failure(pod: PodStatus) -> ReplicaFailure:
+    return ReplicaFailure(
+        attempt=pod.attempt,
+        pod=pod.name,
+        node=pod.node,
+        exit_code=pod.exit_code,
+        reason=(pod.reason or "Error")[:63],
+        message=pod.message[:REPLICA_MESSAGE_MAX],
+    )
+
+
+def replica_statuses(pods: Iterable[PodStatus]) -> list[ReplicaStatus]:
+    """The status of each replica's latest pod among one placement's `pods`, with the failure
+    of the attempt it replaced while that pod is kept (for its logs)."""
+    attempts = {(p.task, p.replica, p.attempt): p for p in pods}
+    out = []
+    for pod in sorted(latest(attempts.values()).values(), key=lambda p: (p.task, p.replica)):
+        before = attempts.get((pod.task, pod.replica, pod.attempt - 1))
+        out.append(
+            ReplicaStatus(
+                task=pod.task,
+                replica=pod.replica,
+                attempt=pod.attempt,
+                pod=pod.name,
+                node=pod.node,
+                phase=pod.phase,
+                exit_code=pod.exit_code,
+                reason=pod.reason[:63],
+                restarts=pod.restarts,
+                message=pod.message[:REPLICA_MESSAGE_MAX],
+                last=_failure(before) if before is not None and before.phase == "Failed" else None,
+            )
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -29,7 +101,8 @@ class Summary:
 def summarize(
     pods: Sequence[PodStatus], expected: int, *, now: float, gang_timeout_s: float
 ) -> Summary:
-    """Aggregate the pods of one (job, epoch) that should have `expected` pods.
+    """Aggregate the pods of one (job, epoch) that should have `expected` replicas, each
+    counted by its latest attempt.
 
     Failed wins (with the first real reason), then lost pods (node gone: run again elsewhere),
     then all succeeded, then all running; pods pending past the gang timeout make the
@@ -37,6 +110,7 @@ def summarize(
     placement is Applied, with reason Unschedulable and the scheduler's message ("0/3 nodes
     are available: ...") while a pod waits for a node.
     """
+    pods = list(latest(pods).values())
     running = sum(p.phase == "Running" for p in pods)
     succeeded = sum(p.phase == "Succeeded" for p in pods)
     failed_pods = [p for p in pods if p.phase == "Failed"]
@@ -45,10 +119,13 @@ def summarize(
         return Summary(state, reason, message, running, succeeded, len(failed_pods))
 
     lost = [p for p in failed_pods if p.reason in LOST_REASONS]
-    real = [p for p in failed_pods if p.reason not in LOST_REASONS]
+    real = [p for p in failed_pods if _failed_on_its_own(p)]
     if real:
         first = real[0]
-        return summary("Failed", first.reason or "Error", f"pod {first.name}: {first.message}")
+        tried = f" (attempt {first.attempt})" if first.attempt > 1 else ""
+        return summary(
+            "Failed", first.reason or "Error", f"pod {first.name}{tried}: {first.message}"
+        )
     if lost:
         return summary("Evicted", lost[0].reason, f"pod {lost[0].name} lost")
     if len(pods) < expected:

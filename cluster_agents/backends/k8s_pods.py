@@ -9,6 +9,10 @@ The reason, first that applies:
    (ErrImagePull, ImagePullBackOff, CrashLoopBackOff, CreateContainerConfigError, ...);
 4. a container terminated with a reason other than Completed (OOMKilled, Error, ...);
 5. `PodScheduled=False`: its reason (Unschedulable, SchedulingGated) and message.
+
+Its exit code is the first non-zero one of a terminated container (init containers first),
+else the last termination's of a container waiting to restart, else the first terminated
+container's; its restarts are all containers' together.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, cast, get_args
 
-from cluster_agents.agent.backend import PodPhase, PodStatus
+from cluster_agents.agent.backend import PodStatus
 from cluster_agents.agent.ranktable import device_addresses
 from cluster_agents.kube.api import timestamp
 from federation.wire import annotations as ann
+from federation.wire.agent import PodPhase
 
 NODE_LOST = "NodeLost"
 MESSAGE_MAX = 1024
@@ -49,6 +54,9 @@ class ManagedPod:
     pod_ip: str = ""
     devices: tuple[int, ...] = ()  # the extender's `DEVICES` at bind
     device_ips: tuple[tuple[int, str], ...] = ()  # the device plugin's addresses of them
+    attempt: int = 1
+    exit_code: int | None = None
+    restarts: int = 0
 
 
 def _devices(text: str | None) -> tuple[int, ...]:
@@ -117,6 +125,18 @@ def _failed_exit(status: Mapping[str, Any]) -> str:
     return ""
 
 
+def _exit_code(status: Mapping[str, Any]) -> int | None:
+    """The exit code that tells what happened to the pod (None: no container ended yet)."""
+    ended = [
+        code
+        for key in ("state", "lastState")
+        for c in _statuses(status)
+        if type(code := ((c.get(key) or {}).get("terminated") or {}).get("exitCode")) is int
+        and -(2**31) <= code < 2**31
+    ]
+    return next((c for c in ended if c != 0), ended[0] if ended else None)
+
+
 def _reason(status: Mapping[str, Any]) -> tuple[str, str]:
     if status.get("reason"):
         return str(status["reason"]), str(status.get("message") or "") + _failed_exit(status)
@@ -164,6 +184,9 @@ def managed_pod(
         pod_ip=status.get("podIP") or "",
         devices=_devices(notes.get(ann.DEVICES)),
         device_ips=device_addresses(given) if given else (),
+        attempt=max(1, _int(labels.get(ann.ATTEMPT_LABEL))),
+        exit_code=_exit_code(status),
+        restarts=sum(int(c.get("restartCount") or 0) for c in _statuses(status)),
     )
 
 
@@ -193,4 +216,7 @@ def pod_status(pod: ManagedPod, node_ready: bool | None) -> PodStatus:
         pod_ip=pod.pod_ip,
         devices=pod.devices,
         device_ips=pod.device_ips,
+        attempt=pod.attempt,
+        exit_code=pod.exit_code,
+        restarts=pod.restarts,
     )

@@ -1,5 +1,6 @@
 """An in-memory cluster: nodes from a profile, pods bound with the shared device-fit module and
-run for a declared duration at a configurable time scale; nodes can fail.
+run for a declared duration at a configurable time scale (or fail after it, with the reason
+and exit code the pod's annotations give); nodes can fail.
 
 It stands in for kube-scheduler + extender + kubelets in the demo, the simulator and the
 benchmarks; everything above the backend interface is the agent's real code.
@@ -16,7 +17,6 @@ from dataclasses import dataclass, field
 from cluster_agents.agent.backend import (
     ClusterFacts,
     LogError,
-    PodPhase,
     PodSpec,
     PodStatus,
 )
@@ -33,7 +33,19 @@ from federation.scheduling.devices import (
     release,
 )
 from federation.wire import annotations as ann
-from federation.wire.agent import NodeInfo, Taint, device_infos
+from federation.wire.agent import NodeInfo, PodPhase, Taint, device_infos
+
+
+def exit_code(reason: str, given: str | None) -> int:
+    """The exit code of a simulated failure: `given` (the `EXIT_CODE` annotation, 0 to 255),
+    else 137 for OOMKilled (SIGKILL) and 1 for anything else, as the local clusters' kwok
+    stage."""
+    default = 137 if reason == "OOMKilled" else 1
+    try:
+        code = int(given) if given is not None else default
+    except ValueError:
+        return default
+    return code if 0 <= code <= 255 else default
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,7 @@ class _Pod:
     message: str = ""
     gated: bool = False
     ip: str = ""  # its address, given when it is created
+    exit_code: int | None = None  # once its container ended
 
 
 @dataclass
@@ -180,6 +193,8 @@ class SimulatedCluster:
                 host_ip=self._nodes[p.node].ip if p.node in self._nodes else "",
                 pod_ip=p.ip if p.phase == "Running" else "",
                 devices=p.devices,
+                attempt=p.spec.attempt,
+                exit_code=p.exit_code,
             )
             for p in self._pods.values()
         ]
@@ -300,14 +315,15 @@ class SimulatedCluster:
                 continue
             fail = pod.spec.annotations.get(ann.FAIL_REASON)
             run_s = pod.spec.annotations.get(ann.RUN_SECONDS)
-            if fail:
+            if fail and now - pod.started >= float(run_s or 0):
                 self._free(pod)
-                pod.phase, pod.reason, pod.message = "Failed", fail, "simulated failure"
-                pod.ended = now
+                pod.phase, pod.reason, pod.ended = "Failed", fail, now
+                pod.exit_code = exit_code(fail, pod.spec.annotations.get(ann.EXIT_CODE))
+                pod.message = f"container {pod.spec.container}: {fail} (exit code {pod.exit_code})"
                 changed = True
-            elif run_s is not None and now - pod.started >= float(run_s):
+            elif not fail and run_s is not None and now - pod.started >= float(run_s):
                 self._free(pod)
-                pod.phase, pod.ended = "Succeeded", now
+                pod.phase, pod.ended, pod.exit_code = "Succeeded", now, 0
                 changed = True
         if changed:
             self.changed.set()

@@ -19,7 +19,8 @@ The Binding also carries what the vendor's device plugin reads to allocate exact
 devices (`cluster_agents.kube.allocation`, per the catalog's `allocation` record).
 
 Gangs (`GANG`, `GANG_SIZE`): a member's devices are reserved and its bind waits until every
-member of the gang reached bind (or is bound already); then all Bindings are created together.
+member of the gang reached bind (or is bound already and running or succeeded: a replica run
+again in place after a failure binds at once); then all Bindings are created together.
 After `gang_wait_s` (below kube-scheduler's extender `httpTimeout`) every waiting member fails
 its bind and releases its reservation; kube-scheduler retries them. Filter stays pure: the
 reservations of waiting members are what later filters see.
@@ -186,12 +187,15 @@ class Binder:
         return BindOutcome(devices=member.devices)
 
     def _missing(self, gang: str, size: int) -> int:
-        """Members of the gang neither bound (as the cache shows) nor waiting here."""
+        """Members of the gang neither bound (as the cache shows: running, or finished with
+        success) nor waiting here. A failed member's pod does not count: the agent runs its
+        replica again in place (its new pod binds alone while its peers run), or the job
+        fails."""
         waiting = self._gangs.get(gang, {})
         bound = sum(
             1
             for p in self.cache.pods.values()
-            if p.gang == gang and p.node and p.active and p.uid not in waiting
+            if p.gang == gang and p.node and (p.active or p.succeeded) and p.uid not in waiting
         )
         return size - bound - len(waiting)
 

@@ -49,6 +49,7 @@ class PodInfo:
     name: str
     node: str  # spec.nodeName, "" while unbound
     active: bool  # False once Succeeded or Failed
+    succeeded: bool  # phase Succeeded: it ran to completion (a gang member that counts)
     demand: Demand | None  # None: no accelerator of ours
     devices: tuple[int, ...] | None  # the DEVICES annotation, None if absent or malformed
     cpu_milli: int = 0
@@ -199,6 +200,7 @@ def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
     except ValueError:
         cpu, memory, slot = 0, 0, len(init)
     notes = meta.get("annotations") or {}
+    phase = (pod.get("status") or {}).get("phase")
     gang, gang_size = gang_of(notes)
     try:
         raw = notes.get(wire.DEVICES)
@@ -210,7 +212,8 @@ def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
         namespace=meta.get("namespace", ""),
         name=meta.get("name", ""),
         node=(pod.get("spec") or {}).get("nodeName") or "",
-        active=(pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed"),
+        active=phase not in ("Succeeded", "Failed"),
+        succeeded=phase == "Succeeded",
         demand=demand,
         devices=devices,
         cpu_milli=cpu,

@@ -9,9 +9,11 @@ goes NotReady; its jobs go
 back to the queue by their failover policy: *fast* ones at once (their next placement gets a
 new epoch, which fences off any pod the old cluster still runs), *exclusive* ones only once the
 agent has been silent for the lease plus `exclusive_margin_s` (by then it has stopped their
-pods itself). A draining cluster's fast jobs are requeued at once, its exclusive ones are
-evicted (Preempting) and requeued when the agent reports their pods gone. Silence is counted
-from `since` at the earliest: a hub that (re)starts leading gives every agent a full lease.
+pods itself); jobs whose `failurePolicy.onClusterFailure` is `fail` fail at once instead
+(they run nowhere else, so there is nothing to wait for). A draining cluster's fast jobs are
+requeued at once, its exclusive ones are evicted (Preempting) and requeued when the agent
+reports their pods gone. Silence is counted from `since` at the earliest: a hub that
+(re)starts leading gives every agent a full lease.
 See docs/failover.md.
 """
 
@@ -71,6 +73,7 @@ async def check(
         )
         changed.append(f"{name} Offline")
     policy = sa.func.coalesce(jobs.c.compiled["failover"].astext, config.default_failover)
+    fails = jobs.c.compiled["failurePolicy"]["onClusterFailure"].astext == "fail"
     heard: Any = clusters.c.last_heartbeat
     if since is not None:
         heard = sa.func.greatest(heard, since)
@@ -78,22 +81,24 @@ async def check(
         0, 0, 0, 0, 0, 0, config.offline_after_s + config.exclusive_margin_s
     )
     offline = clusters.c.state == "Offline"
+    # failing a job runs it nowhere else, so an exclusive one need not wait for the margin
+    gone = sa.and_(offline, sa.or_(policy == "fast", quiet, fails))
     held = await conn.execute(
         sa.select(
             jobs.c.id,
             jobs.c.state,
             policy.label("policy"),
-            sa.and_(offline, sa.or_(policy == "fast", quiet)).label("lost"),
+            gone.label("lost"),
+            sa.func.coalesce(fails, False).label("fails"),
         )
         .join(clusters, clusters.c.id == jobs.c.cluster_id)
-        .where(
-            jobs.c.state.in_(HOLDING_STATES),
-            sa.or_(clusters.c.draining, sa.and_(offline, sa.or_(policy == "fast", quiet))),
-        )
+        .where(jobs.c.state.in_(HOLDING_STATES), sa.or_(clusters.c.draining, gone))
         .with_for_update(of=jobs)
     )
-    for job_id, state, job_policy, lost_job in list(held):
-        if lost_job:
+    for job_id, state, job_policy, lost_job, job_fails in list(held):
+        if lost_job and job_fails and state != "Preempting":
+            target, reason = "Failed", "ClusterLost"  # failurePolicy.onClusterFailure: fail
+        elif lost_job:
             target, reason = "Queued", "ClusterLost"
         elif job_policy == "fast":
             target, reason = "Queued", "ClusterDrained"
@@ -103,6 +108,7 @@ async def check(
             continue
         await release_placements(conn, job_id)
         values = {"cluster_id": None} if target == "Queued" else {}
-        await move_job(conn, job_id, target, reason=reason, values=values)
+        message = "failurePolicy.onClusterFailure: fail" if target == "Failed" else ""
+        await move_job(conn, job_id, target, reason=reason, message=message, values=values)
         changed.append(f"job {job_id} {state} -> {target} ({reason})")
     return changed

@@ -21,7 +21,8 @@ from federation.compiled import CompiledJob
 from federation.errors import Forbidden, NotFound
 from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
 from federation.spec import FailoverPolicy
-from federation.store.events import NewEvent, add_event
+from federation.store import replicas
+from federation.store.events import NewEvent, add_event, add_events
 from federation.store.lifecycle import (
     JobChange,
     Step,
@@ -211,6 +212,7 @@ async def assignments(
                 preemptible=r.preemptible,
                 gang=compiled.gang,
                 failover=compiled.failover or default_failover,
+                failure_policy=compiled.failure_policy,
                 tasks=assigned_tasks(compiled, r.assignment.get("flavors", {})),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
             )
@@ -254,6 +256,7 @@ class _Locked:
     epoch: int
     reason: str
     placement_failures: int
+    on_node_failure: str  # the job's failurePolicy.onNodeFailure: requeue or fail
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,9 @@ def _plan(
     if job is None or job.epoch != update.epoch:
         return _Plan(StatusOutcome("stale"))
     target = _TARGET[update.state]
+    lost = update.state == "Evicted" and job.state != "Preempting"  # pods lost with their node
+    if lost and job.on_node_failure == "fail":
+        target = "Failed"
     state = job.state
     steps: list[Step] = []
     for step, step_reason in _IMPLIED.get(update.state, ()):
@@ -316,11 +322,14 @@ def _plan(
     if state == target or not may_move(state, target):
         implied = JobChange(update.job, job.version, job.state, steps) if steps else None
         return _Plan(StatusOutcome("duplicate", state), implied)
-    if update.state == "Evicted" and state != "Preempting":
+    message = update.message
+    if lost and target == "Failed":
+        reason = update.reason or "NodeLost"
+        message = f"{message or 'pods lost'} (failurePolicy.onNodeFailure: fail)"
+    elif lost:
         reason = "PodsLost"  # pods vanished under a running job: run it again elsewhere
     else:
         reason = update.reason or update.state
-    message = update.message
     release = target in ("Queued", "Succeeded", "Failed")
     failures = delay = None
     if update.state == "Unschedulable":
@@ -397,6 +406,7 @@ async def _lock(
             jobs.c.epoch,
             jobs.c.reason,
             jobs.c.placement_failures,
+            jobs.c.compiled["failurePolicy"]["onNodeFailure"].astext.label("on_node_failure"),
         )
         .where(
             jobs.c.id == sa.any_(sa.bindparam("ids", ids, type_=ARRAY(UUID(as_uuid=True)))),
@@ -406,7 +416,15 @@ async def _lock(
         .with_for_update(key_share=True)
     )
     return {
-        r.id: _Locked(r.state, r.version, r.epoch, r.reason, r.placement_failures) for r in rows
+        r.id: _Locked(
+            r.state,
+            r.version,
+            r.epoch,
+            r.reason,
+            r.placement_failures,
+            r.on_node_failure or "requeue",
+        )
+        for r in rows
     }
 
 
@@ -424,7 +442,11 @@ async def apply_statuses(
     and events, however long the report (one such round per repeat of a job in it). A
     placement the cluster could not start (`Unschedulable`) sends the job back to the queue
     with a growing back-off, and fails it after `retry.max_failures` such placements; while
-    pods wait, the cluster's reason becomes the job's reason (shown by explain).
+    pods wait, the cluster's reason becomes the job's reason (shown by explain). Pods lost
+    with their node (`Evicted`) requeue the job, or fail it when its
+    `failurePolicy.onNodeFailure` says so. The replicas' statuses of the current placements
+    are stored (`replicas.record`, one statement) and their failures and new reasons become
+    events, before the jobs' own.
     """
     cluster = await conn.scalar(sa.select(clusters.c.name).where(clusters.c.id == cluster_id))
     if cluster is None:
@@ -432,6 +454,12 @@ async def apply_statuses(
     outcomes: list[StatusOutcome] = [StatusOutcome("stale")] * len(updates)
     for indices in _rounds(updates):
         locked = await _lock(conn, cluster_id, [updates[i].job for i in indices])
+        current = [
+            replicas.Reported(u.job, u.epoch, u.replicas)
+            for u in (updates[i] for i in indices)
+            if u.replicas and (job := locked.get(u.job)) is not None and job.epoch == u.epoch
+        ]
+        await add_events(conn, await replicas.record(conn, current))
         changes: list[JobChange] = []
         released: list[uuid.UUID] = []
         for i in indices:

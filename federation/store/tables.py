@@ -248,6 +248,30 @@ placements = Table(
     Index("ix_placements_cluster_revision", "cluster_id", "revision"),
 )
 
+# Each replica's latest pod as its cluster's agent last reported it, per placement (epoch):
+# written set-wise with the status reports (federation/store/replicas.py), read by
+# GET /v1/jobs/{id}. A table rather than a column of jobs or placements: a report rewrites only
+# the replicas that changed, never the hot, versioned job row, and the previous row is at hand
+# to tell what changed (the events).
+replica_status = Table(
+    "replica_status",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("epoch", BigInteger, primary_key=True),
+    Column("task", String(63), primary_key=True),
+    Column("replica", Integer, primary_key=True),
+    Column("attempt", Integer, nullable=False, server_default="1"),  # runs in place, 1 and up
+    Column("pod", String(253), nullable=False),
+    Column("node", String(253), nullable=False, server_default=""),
+    Column("phase", String(16), nullable=False),
+    Column("exit_code", Integer, nullable=True),
+    Column("reason", String(63), nullable=False, server_default=""),
+    Column("restarts", Integer, nullable=False, server_default="0"),
+    Column("message", Text, nullable=False, server_default=""),
+    Column("last", JSONB, nullable=True),  # the failure of the attempt this one replaced
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 events = Table(
     "events",
     metadata,

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from federation.compiled import CompiledJob, CompiledTask, DeviceOption
 from federation.k8s_names import DnsLabel, Labels, LabelValue
 from federation.scheduling.devices import NodeDevices
-from federation.spec import FailoverPolicy
+from federation.spec import FailoverPolicy, FailurePolicy
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
 
 MAX_NODES_PER_REPORT = 10_000
@@ -194,6 +194,7 @@ class Assignment(_Msg):
     preemptible: bool
     gang: bool
     failover: FailoverPolicy = "fast"  # the job's, or the fleet's default
+    failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, alias="failurePolicy")
     tasks: list[AssignedTask]
     hints: list[ReplicaHint] = Field(default_factory=list)
 
@@ -213,8 +214,45 @@ class AssignmentBatch(_Msg):
 JobReport = Literal["Applied", "Running", "Succeeded", "Failed", "Evicted", "Unschedulable"]
 
 
+PodPhase = Literal["Pending", "Running", "Succeeded", "Failed", "Unknown"]
+Reason = Annotated[str, StringConstraints(max_length=63), NUL_FREE]
+REPLICA_MESSAGE_MAX = 1024
+ReplicaMessage = Annotated[str, StringConstraints(max_length=REPLICA_MESSAGE_MAX), NUL_FREE]
+MAX_REPLICAS_PER_UPDATE = 16 * 1024  # tasks x replicas of the largest job
+ExitCode = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]  # a container's, as Kubernetes'
+
+
+class ReplicaFailure(_Msg):
+    """How an earlier attempt of a replica ended, once a later attempt replaced it."""
+
+    attempt: int = Field(ge=1, le=INT32_MAX)
+    pod: Name
+    node: Annotated[str, StringConstraints(max_length=253), NUL_FREE] = ""
+    exit_code: ExitCode | None = Field(default=None, alias="exitCode")
+    reason: Reason = ""
+    message: ReplicaMessage = ""
+
+
+class ReplicaStatus(_Msg):
+    """One replica's current pod (its latest attempt) as the cluster reports it; `last` is the
+    failure of the attempt it replaced, if any."""
+
+    task: DnsLabel
+    replica: int = Field(ge=0, le=INT32_MAX)
+    attempt: int = Field(default=1, ge=1, le=INT32_MAX)
+    pod: Name
+    node: Annotated[str, StringConstraints(max_length=253), NUL_FREE] = ""
+    phase: PodPhase
+    exit_code: ExitCode | None = Field(default=None, alias="exitCode")
+    reason: Reason = ""
+    restarts: Count = 0
+    message: ReplicaMessage = ""
+    last: ReplicaFailure | None = None
+
+
 class StatusUpdate(_Msg):
-    """What happened to one placement's pods in the cluster."""
+    """What happened to one placement's pods in the cluster (`replicas`: each replica's
+    latest pod; sent with every update, so the hub keeps the latest)."""
 
     job: uuid.UUID
     epoch: int = Field(ge=1, le=INT64_MAX)
@@ -224,6 +262,7 @@ class StatusUpdate(_Msg):
     running: Count = 0
     succeeded: Count = 0
     failed: Count = 0
+    replicas: list[ReplicaStatus] = Field(default_factory=list, max_length=MAX_REPLICAS_PER_UPDATE)
 
 
 class StatusReport(_Msg):

@@ -14,6 +14,7 @@ JOB_LABEL = PREFIX + "job"  # job id
 TASK_LABEL = PREFIX + "task"  # task name
 REPLICA_LABEL = PREFIX + "replica"  # replica index, "0".."n-1"
 EPOCH_LABEL = PREFIX + "epoch"  # placement epoch (fencing token)
+ATTEMPT_LABEL = PREFIX + "attempt"  # the replica's run in its placement, "1".. (retries in place)
 MANAGED_LABEL = PREFIX + "managed"  # "true" on every pod Suanpan created
 TENANT_LABEL = PREFIX + "tenant"  # tenant name, on its namespaces in the member clusters
 
@@ -27,6 +28,7 @@ ACCELERATOR_NODES = PREFIX + "accelerator-nodes"  # task annotation "allow": CPU
 # land on accelerator nodes (otherwise a required node affinity keeps them off)
 RUN_SECONDS = PREFIX + "run-seconds"  # simulated workloads: run this long, then succeed
 FAIL_REASON = PREFIX + "fail-reason"  # simulated workloads: fail with this reason
+EXIT_CODE = PREFIX + "exit-code"  # ... and this exit code (default 137 for OOMKilled, else 1)
 
 # annotations written by the extender at bind
 DEVICES = PREFIX + "devices"  # exact device indices on the bound node, e.g. "0,1,2,3"

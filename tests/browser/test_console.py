@@ -203,6 +203,23 @@ async def test_a_job_page_shows_the_node_and_devices_of_each_replica(console: Co
     ]
 
 
+async def test_a_job_page_shows_what_each_replica_did(console: Console) -> None:
+    marked = console.jobs["marked"]
+    await console.show(f"#/jobs/{marked}", "job")
+    job = await console.fleet.call("GET", f"/v1/jobs/{marked}")
+    shown = await console.page.evaluate(
+        "[...document.querySelectorAll('#replicas tbody tr')].map(r => [r.dataset.replica,"
+        " ...['node', 'phase', 'exit', 'reason'].map(f =>"
+        " r.querySelector(`[data-field=${f}]`).textContent)])"
+    )
+    assert shown == [
+        [f"{r['task']}/{r['replica']}", r["node"] or "-", r["phase"], "-", r["reason"] or "-"]
+        for r in job["replicas"]
+    ]
+    assert [s[2] for s in shown] == ["Running"] * 3
+    assert await console.texts('dd[data-field="attempts"]') == [str(job["attempts"])]
+
+
 async def _log(fleet: Fleet, job_id: str) -> str:
     """The whole log of the job's first replica, as the API returns it."""
     headers = {"Authorization": f"Bearer {fleet.admin_token}"}

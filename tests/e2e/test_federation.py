@@ -573,21 +573,57 @@ async def _logs_of_the_pod_stream_to_their_tenant_only(world: World, job_id: str
     assert denied["status"] == 404, denied
 
 
-async def test_a_failed_replica_shows_its_reason_and_exit_code_in_the_jobs_events(
+async def test_a_failed_replica_shows_its_exit_code_and_reason_and_runs_again_in_place(
     world: World,
 ) -> None:
-    failing = task("w", None, run_s=1)
-    failing["annotations"] |= {ann.FAIL_REASON: "Error", "suanpan.io/exit-code": "3"}
-    job = await world.submit(manifest("exits", failing))
-    said: list[str] = []
+    """Issue 10: kwok fails the `w` pod (Error, exit code 3) while its gang peer `ps` runs; the
+    agent runs `w` again in place (attempt 2, a new pod that binds through the extender beside
+    its running peer), and once it has failed more than `backoffLimit` times the job fails with
+    the reason. `suanpan describe` shows both attempts with exit code and reason."""
+    failing = task("w", "huawei/Ascend910B3", count=2, run_s=2)
+    failing["annotations"] |= {ann.FAIL_REASON: "Error", ann.EXIT_CODE: "3"}
+    peer = task("ps", "huawei/Ascend910B3", count=2, run_s=100_000)
+    body = manifest("exits", failing, peer)
+    body["spec"]["failurePolicy"] = {"backoffLimit": 1}
+    job = await world.submit(body)
 
-    async def told() -> bool:
-        events = await world.fleet.call("GET", f"/v1/jobs/{job['id']}/events", world.token)
-        said[:] = [f"{e['reason']}: {e['message']}" for e in events["items"]]
-        return any(s.startswith("Error: ") and "container w: exit code 3" in s for s in said)
+    async def retried() -> bool:
+        found = await world.job(job["id"])
+        return any(r["attempt"] == 2 for r in found["replicas"] if r["task"] == "w")
 
-    await wait_for("the failure's reason and exit code in the events", told, 60)
-    await world.fleet.call("POST", f"/v1/jobs/{job['id']}/cancel", world.token)
+    await wait_for("attempt 2 of the failing replica", retried, 60)
+    failed = await world.until(job["id"], "Failed", timeout_s=60)
+    assert failed["reason"] == "Error" and failed["attempts"] == 2
+    w = next(r for r in failed["replicas"] if r["task"] == "w")
+    assert (w["attempt"], w["phase"], w["exitCode"], w["reason"]) == (2, "Failed", 3, "Error")
+    assert w["lastFailure"]["exitCode"] == 3 and w["lastFailure"]["reason"] == "Error"
+    pods = {p["metadata"]["name"]: p for p in await world.pods(failed["cluster"], job["id"])}
+    again = pods[w["pod"]]
+    first = pods[w["lastFailure"]["pod"]]  # kept for its logs
+    assert again["metadata"]["labels"][ann.ATTEMPT_LABEL] == "2"
+    assert again["spec"]["nodeName"] and ann.DEVICES in again["metadata"]["annotations"]
+    assert again["spec"]["hostname"] == first["spec"]["hostname"] == "exits-w-0"
+    env = {e["name"]: e.get("value") for e in again["spec"]["containers"][0]["env"]}
+    assert env["RANK"] == "0" and env["WORLD_SIZE"] == "2"
+
+    argv, env_vars = _cli(world, "describe", "job", job["id"])
+    done = await asyncio.create_subprocess_exec(*argv, env=env_vars, stdout=PIPE, stderr=PIPE)
+    out, err = await asyncio.wait_for(done.communicate(), 60)
+    assert done.returncode == 0, err
+    text = out.decode()
+    print(text)  # the report quotes it
+    assert "attempts: 2" in text
+    lines = [line.split() for line in text.splitlines()]
+    assert ["w", "0", "2", w["pod"], w["node"], "Failed", "3", "Error", "0"] in lines
+    assert [
+        "1",
+        first["metadata"]["name"],
+        w["lastFailure"]["node"],
+        "Failed",
+        "3",
+        "Error",
+    ] in lines
+    assert any(line[1:3] == ["ReplicaFailed", "w-0"] and "exit" in line for line in lines)
 
 
 def _pytorch_role(replicas: int) -> dict[str, Any]:

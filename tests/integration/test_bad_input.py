@@ -138,6 +138,42 @@ CASES: list[tuple[str, Edit, str, str]] = [
         "",
     ),
     (
+        "negative backoff limit",
+        _set("spec.failurePolicy", {"backoffLimit": -1}),
+        "spec.failurePolicy.backoffLimit",
+        ">= 0",
+    ),
+    (
+        "backoff limit too high",
+        _set("spec.failurePolicy", {"backoffLimit": 101}),
+        "spec.failurePolicy.backoffLimit",
+        "<= 100",
+    ),
+    (
+        "backoff limit as text",
+        _set("spec.failurePolicy", {"backoffLimit": "3"}),
+        "spec.failurePolicy.backoffLimit",
+        "",
+    ),
+    (
+        "unknown node failure action",
+        _set("spec.failurePolicy", {"onNodeFailure": "retry"}),
+        "spec.failurePolicy.onNodeFailure",
+        "",
+    ),
+    (
+        "unknown cluster failure action",
+        _set("spec.failurePolicy", {"onClusterFailure": "ignore"}),
+        "spec.failurePolicy.onClusterFailure",
+        "",
+    ),
+    (
+        "unknown failure policy field",
+        _set("spec.failurePolicy", {"restartPolicy": "Never"}),
+        "spec.failurePolicy.restartPolicy",
+        "",
+    ),
+    (
         "short form beside a template",
         _set("spec.tasks.0", {**TEMPLATED, "command": ["x"]}),
         "spec.tasks[0].command",

@@ -197,6 +197,33 @@ async def test_an_exclusive_job_never_runs_in_two_places(fleet: Fleet) -> None:
     await proxy.close()
 
 
+async def test_a_job_whose_policy_fails_on_cluster_loss_fails_at_once_and_runs_nowhere_else(
+    fleet: Fleet,
+) -> None:
+    """`failurePolicy.onClusterFailure: fail`: an exclusive job fails when its cluster is lost,
+    without waiting for the exclusive margin, and is never placed on the other cluster."""
+    proxy = Proxy(fleet.port)
+    await proxy.start()
+    await fleet.add_cluster("bj", "dc-beijing", hub_url=proxy.url)
+    sz = await fleet.add_cluster("sz", "dc-shenzhen")
+    policy = {"onClusterFailure": "fail"}
+    running = await submit_running(fleet, "once", failover="exclusive", failurePolicy=policy)
+    proxy.cut()
+    cut = time.monotonic()
+
+    async def failed() -> bool:
+        return bool((await job(fleet, running["id"]))["state"] == "Failed")
+
+    await wait_for("the job Failed", failed, 25)
+    assert time.monotonic() - cut < HEALTH.offline_after_s + HEALTH.exclusive_margin_s
+    final = await job(fleet, running["id"])
+    assert final["reason"] == "ClusterLost" and final["epoch"] == running["epoch"]
+    await asyncio.sleep(1)
+    assert not [p for p in sz.pods() if p.job == running["id"]]
+    proxy.heal()
+    await proxy.close()
+
+
 async def test_a_hub_outage_longer_than_the_lease_kills_nobodys_work(fleet: Fleet) -> None:
     bj = await fleet.add_cluster("bj", "dc-beijing")
     await fleet.add_cluster("sz", "dc-shenzhen")

@@ -17,7 +17,7 @@ from cluster_agents.agent.render import render
 from cluster_agents.backends.k8s_render import owner_reference, render_pod
 from cluster_agents.kube.pods import pod_demand
 from federation.catalog import load_catalog
-from federation.compiled import quota_charge
+from federation.compiled import CompiledJob, quota_charge
 from federation.compiler import CompileError, cpu_milli, memory_mib
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import COMPUTE, CPU, MEMORY
@@ -210,3 +210,20 @@ def test_hub_pod_and_extender_agree_on_every_accepted_manifest(task: dict[str, A
         extended = {k: v for k, v in container["requests"].items() if k not in ("cpu", "memory")}
         assert extended == option.resources
         assert pod["metadata"]["annotations"]["suanpan.io/flavor"] == option.flavor
+
+
+def test_the_failure_policy_is_compiled_with_its_defaults_and_survives_storage() -> None:
+    """Jobs stored before the policy existed read back with the defaults (3 retries, requeue)."""
+    plain = compiled(CATALOG, [{"name": "w", "image": "i"}])
+    assert plain.failure_policy.model_dump(by_alias=True) == {
+        "backoffLimit": 3,
+        "onNodeFailure": "requeue",
+        "onClusterFailure": "requeue",
+    }
+    given = {"backoffLimit": 0, "onNodeFailure": "fail", "onClusterFailure": "fail"}
+    strict = compiled(CATALOG, [{"name": "w", "image": "i"}], failurePolicy=given)
+    stored = strict.model_dump(mode="json", by_alias=True)
+    assert stored["failurePolicy"] == given
+    assert CompiledJob.model_validate(stored) == strict
+    del stored["failurePolicy"]
+    assert CompiledJob.model_validate(stored).failure_policy == plain.failure_policy

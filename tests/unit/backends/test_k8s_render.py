@@ -105,6 +105,7 @@ def test_pod_from_rendered_assignment() -> None:
                 "suanpan.io/task": "worker",
                 "suanpan.io/replica": "1",
                 "suanpan.io/epoch": "3",
+                "suanpan.io/attempt": "1",
             },
             "annotations": {
                 "suanpan.io/flavor": "huawei/Ascend910B3",

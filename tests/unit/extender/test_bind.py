@@ -261,6 +261,26 @@ async def test_a_retried_member_of_a_partly_bound_gang_binds_alone() -> None:
     assert outcome.devices == (8, 9, 10, 11)
 
 
+async def test_a_replica_run_again_binds_beside_a_succeeded_peer_but_not_its_failed_self() -> None:
+    """A gang member run again in place (its first attempt failed) binds at once while its
+    peers ran (one still running, one succeeded); the failed attempt itself is no member."""
+    peers = [gang_pod(f"m{i}", "job-e1", 3) for i in range(3)]
+    for i, (p, phase) in enumerate(zip(peers, ("Running", "Succeeded", "Failed"), strict=True)):
+        p["spec"]["nodeName"] = "n"
+        p["metadata"]["annotations"][wire.DEVICES] = ",".join(map(str, range(4 * i, 4 * i + 4)))
+        p["status"] = {"phase": phase}
+    again = gang_pod("m2-a2", "job-e1", 3)
+    c, api = setup(*peers, again)
+    assert (await Binder(c, api, gang_wait_s=5).bind(args(again, "n"))).error == ""
+    both = [gang_pod(f"r{i}-a2", "job-e2", 2) for i in range(2)]  # every member run again
+    failed = [gang_pod(f"r{i}", "job-e2", 2) for i in range(2)]
+    for p in failed:
+        p["spec"]["nodeName"], p["status"] = "n", {"phase": "Failed"}
+    c, api = setup(*failed, *both)
+    alone = await Binder(c, api, gang_wait_s=0.05).bind(args(both[0], "n"))
+    assert alone.gang_timeout  # waits for its peer's new pod, not for the failed ones
+
+
 async def test_a_cancelled_gang_bind_releases_its_reservation() -> None:
     members = [gang_pod(f"m{i}", "job-e1", 2) for i in range(2)]
     c, api = setup(*members)
