@@ -16,14 +16,17 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from federation.scheduling.devices import LOAD_BAND
 from federation.validation import NUL_FREE
 
 MAX_DEVICES_PER_REPORT = 5_000
 # node annotation the agent writes: {"<flavor>": {"load": [pct per device], "down": [index]}}
 ANNOTATION = "suanpan.io/device-telemetry"
-LOAD_STEP = 10  # utilization in the annotation is rounded to this many percent
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=253), NUL_FREE]
+DeviceMarks = tuple[tuple[int | None, ...], frozenset[int]]  # load bands, devices in fault
+NodeMarks = Mapping[str, DeviceMarks]  # one node's, by flavor
+Marks = dict[str, NodeMarks]  # by node
 
 
 class _Msg(BaseModel):
@@ -65,11 +68,12 @@ class TelemetryAck(_Msg):
 
 
 def load_band(utilization: float) -> int:
-    """Utilization rounded to the nearest `LOAD_STEP` (what the extender compares)."""
-    return min(100, int(utilization / LOAD_STEP + 0.5) * LOAD_STEP)
+    """Utilization rounded to the nearest `LOAD_BAND` (the steps share placement compares by),
+    so that the annotation changes only when a device's load does."""
+    return min(100, int(utilization / LOAD_BAND + 0.5) * LOAD_BAND)
 
 
-def encode_marks(marks: Mapping[str, tuple[tuple[int | None, ...], frozenset[int]]]) -> str:
+def encode_marks(marks: NodeMarks) -> str:
     """The annotation of one node: per flavor, each device's load band (None: unknown) and the
     indices of devices in fatal error."""
     return json.dumps(
@@ -81,7 +85,7 @@ def encode_marks(marks: Mapping[str, tuple[tuple[int | None, ...], frozenset[int
     )
 
 
-def decode_marks(raw: str | None) -> dict[str, tuple[tuple[int | None, ...], frozenset[int]]]:
+def decode_marks(raw: str | None) -> dict[str, DeviceMarks]:
     """The annotation read back; anything malformed counts as no telemetry."""
     if not raw:
         return {}
