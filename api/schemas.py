@@ -497,11 +497,20 @@ class AllocationHistory(_Out):
     items: list[AllocationSample]
 
 
+def _vendor(value: str) -> str:
+    known = [v.value for v in Vendor]
+    if value not in known:
+        raise ValueError(f"expected one of {', '.join(known)}")
+    return value
+
+
 class TelemetryQuery(_In):
     """Which devices to show."""
 
     cluster: DnsLabel | None = None
-    vendor: Vendor | None = Field(default=None, description="a catalog vendor, e.g. nvidia")
+    vendor: Annotated[str, AfterValidator(_vendor)] | None = Field(
+        default=None, description="a catalog vendor, e.g. nvidia"
+    )
 
 
 class DeviceTelemetryOut(_Out):

@@ -118,9 +118,7 @@ async def device_telemetry(call: Call) -> Reply:
     reading from its vendor's exporter, as the clusters' agents report them."""
     q = call.query_as(TelemetryQuery)
     async with ctx(call.request).db.connection() as conn:
-        found = await telemetry_store.device_views(
-            conn, q.cluster, q.vendor.value if q.vendor else None
-        )
+        found = await telemetry_store.device_views(conn, q.cluster, q.vendor)
     return Reply(
         200,
         TelemetryList(
