@@ -91,9 +91,10 @@ function rollup(clusters, keyOf) {
 }
 
 // Live utilization as the agents read it from the vendors' exporters ("-": none reported).
-function utilization(percent, reporting, total) {
-  return num(reporting ? `${Math.round(percent)}%` : "-", {
-    "data-field": "utilization", title: reporting ? `${reporting} of ${total} devices report` : "no exporter read" });
+function utilization(percent, reporting, total, tag = "td") {
+  return el(tag, { class: tag === "td" ? "num" : "muted", "data-field": "utilization",
+    title: reporting ? `live: ${reporting} of ${total} devices report` : "no exporter read" },
+  reporting ? `${Math.round(percent)}%` : "-");
 }
 
 function rollupTable(id, title, entries) {
@@ -175,8 +176,8 @@ async function fleetPage() {
       num(f ? f.total - f.healthy : "", { "data-field": "unhealthy" }),
       num(f ? devices(f.allocatedMilli) : "", { "data-field": "allocated" }),
       num(f ? f.healthy - f.freeWhole : "", { "data-field": "inUse" }),
-      el("td", {}, f ? bar(f.allocatedMilli / 1000, f.healthy) : ""),
-      f ? utilization(f.utilization || 0, f.reporting, f.total) : el("td", {}),
+      el("td", {}, f ? [bar(f.allocatedMilli / 1000, f.healthy), " · live ",
+        utilization(f.utilization || 0, f.reporting, f.total, "span")] : ""),
       i ? el("td", {}) : actions)));
   }
   return [
@@ -189,8 +190,7 @@ async function fleetPage() {
     el("section", {}, el("h2", {}, "Clusters"),
       table(["Cluster", "Region", "State", "Nodes", "Vendor/model", { text: "Devices", num: true },
         { text: "Unhealthy", num: true }, { text: "Allocated", num: true },
-        { text: "In use", num: true }, "Allocation", { text: "Live utilization", num: true }, "Actions"],
-      rows, { id: "clusters" })),
+        { text: "In use", num: true }, "Allocation · live utilization", "Actions"], rows, { id: "clusters" })),
   ];
 }
 
