@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from cluster_agents.agent import credential
 from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
-from cluster_agents.agent.exporters import ExporterTarget
+from cluster_agents.agent.exporters import ExporterPods, ExporterTarget
 from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import Catalog, load_catalog
 from federation.k8s_names import NAMESPACE_PREFIX_MAX, valid_namespace_prefix
@@ -65,6 +65,15 @@ def exporter_target(value: str) -> ExporterTarget:
     if not url.startswith(("http://", "https://")):
         raise argparse.ArgumentTypeError(f"{value!r} is not [NODE=]http(s)://HOST:PORT/PATH")
     return ExporterTarget(url, node)
+
+
+def exporter_pods(value: str) -> ExporterPods:
+    """`--exporter-pods`: SELECTOR:PORT[/PATH], e.g. app=nvidia-dcgm-exporter:9400."""
+    selector, sep, rest = value.rpartition(":")
+    port, _, path = rest.partition("/")
+    if not sep or not selector or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not LABEL-SELECTOR:PORT[/PATH]")
+    return ExporterPods(selector, int(port), "/" + (path or "metrics"))
 
 
 def _reachable() -> str | None:
@@ -121,7 +130,12 @@ def kubernetes_backend(
     from cluster_agents.backends.kubernetes import KubernetesBackend
 
     return KubernetesBackend(
-        args.kubeconfig, args.namespace, catalog, registry=registry, exporters=tuple(args.exporter)
+        args.kubeconfig,
+        args.namespace,
+        catalog,
+        registry=registry,
+        exporters=tuple(args.exporter),
+        exporter_pods=tuple(args.exporter_pods),
     )
 
 
@@ -227,6 +241,15 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
         metavar="[NODE=]URL",
         help="a device exporter's /metrics (DCGM, npu-exporter, mlu-exporter, ...; repeatable);"
         " NODE names the node its devices are on when its series do not (npu-exporter)",
+    )
+    p.add_argument(
+        "--exporter-pods",
+        type=exporter_pods,
+        action="append",
+        default=[],
+        metavar="SELECTOR:PORT[/PATH]",
+        help="device exporter pods found by label in any namespace, each read on its pod IP"
+        " for its own node (repeatable), e.g. app=nvidia-dcgm-exporter:9400",
     )
     p.add_argument(
         "--telemetry-interval",

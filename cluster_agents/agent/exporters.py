@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,6 +34,27 @@ class ExporterTarget:
 
     url: str
     node: str = ""
+
+
+@dataclass(frozen=True)
+class ExporterPods:
+    """Exporter pods found by label (a DaemonSet's): `selector` (a Kubernetes label
+    selector), the `port` and `path` of their metrics; each pod serves its own node."""
+
+    selector: str
+    port: int
+    path: str = "/metrics"
+
+    def targets(self, pods: Iterable[Mapping[str, Any]]) -> list[ExporterTarget]:
+        """The running pods' endpoints (pod IP, or the node's for a host-network pod)."""
+        found = []
+        for pod in pods:
+            status, spec = pod.get("status") or {}, pod.get("spec") or {}
+            ip, node = status.get("podIP"), spec.get("nodeName")
+            if status.get("phase") == "Running" and ip and node:
+                host = f"[{ip}]" if ":" in ip else ip
+                found.append(ExporterTarget(f"http://{host}:{self.port}{self.path}", node))
+        return found
 
 
 @dataclass

@@ -32,7 +32,12 @@ from kubernetes_asyncio.client import (
 from prometheus_client import CollectorRegistry
 
 from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus
-from cluster_agents.agent.exporters import ExporterTarget, device_readings, scrape
+from cluster_agents.agent.exporters import (
+    ExporterPods,
+    ExporterTarget,
+    device_readings,
+    scrape,
+)
 from cluster_agents.agent.ranktable import INITIALIZING, RankTableMount
 from cluster_agents.backends.k8s_cache import ClusterCache
 from cluster_agents.backends.k8s_render import (
@@ -76,9 +81,11 @@ class KubernetesBackend:
         registry: CollectorRegistry | None = None,
         concurrency: int = 16,
         exporters: tuple[ExporterTarget, ...] = (),
+        exporter_pods: tuple[ExporterPods, ...] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
-        self.exporters = exporters  # the device exporters `telemetry` reads
+        self.exporters = exporters  # the device exporters `telemetry` reads, and the pods
+        self.exporter_pods = exporter_pods  # found by label it reads too
         self._profiles = catalog.telemetry_profiles()
         self._scraper: aiohttp.ClientSession | None = None
         self.prefix = prefix  # of the tenant namespaces
@@ -214,12 +221,19 @@ class KubernetesBackend:
         )
 
     async def telemetry(self) -> list[DeviceTelemetry]:
-        """Read every configured exporter and keep the readings of devices the nodes have."""
-        if not self.exporters:
+        """Read every configured exporter and the exporter pods the selectors find now, and
+        keep the readings of devices the nodes have."""
+        targets = list(self.exporters)
+        for found in self.exporter_pods:
+            _, pods = await self._call(
+                self._core.list_pod_for_all_namespaces, label_selector=found.selector
+            )
+            targets += found.targets(pods.get("items") or [])
+        if not targets:
             return []
         if self._scraper is None:
             self._scraper = aiohttp.ClientSession()
-        readings = await scrape(self._scraper, self.exporters, self._profiles)
+        readings = await scrape(self._scraper, targets, self._profiles)
         return device_readings(readings, self.nodes())
 
     async def mark_devices(self, node: str, marks: NodeMarks) -> None:

@@ -44,7 +44,8 @@ MEMBER_FULL: dict[str, Any] = {
             "exporters": [
                 "http://dcgm.gpu-operator:9400/metrics",
                 "npu-1=http://10.0.0.7:8082/metrics",
-            ]
+            ],
+            "exporterPods": ["app=mlu-exporter:30108"],
         },
     },
     "scheduler": {"replicas": 3},

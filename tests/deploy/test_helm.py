@@ -186,6 +186,7 @@ def test_member_every_option(helm_bin: Path, tmp_path: Path) -> None:
     assert {
         "--exporter=http://dcgm.gpu-operator:9400/metrics",
         "--exporter=npu-1=http://10.0.0.7:8082/metrics",
+        "--exporter-pods=app=mlu-exporter:30108",
     } <= set(agent["args"])
     env = _env(agent)
     token = {"secretKeyRef": {"name": "suanpan-member-agent-token", "key": "token"}}

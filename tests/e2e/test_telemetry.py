@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
-from cluster_agents.agent.exporters import ExporterTarget
+from cluster_agents.agent.exporters import ExporterPods, ExporterTarget
 from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.clusters import Environment
@@ -329,7 +329,13 @@ async def world(environment: Environment) -> AsyncIterator[World]:
                 "POST", "/v1/tokens", json={"name": "m", "role": "member", "tenant": "acme"}
             )
             (cs,) = environment.clusters
-            backend = KubernetesBackend(cs.kubeconfig, NS, fleet.catalog, exporters=targets)
+            backend = KubernetesBackend(
+                cs.kubeconfig,
+                NS,
+                fleet.catalog,
+                exporters=targets,
+                exporter_pods=(ExporterPods("app=no-exporter-runs-here", 9400),),  # finds none
+            )
             await fleet.attach(cs.name, backend, namespace=NS)
             yield World(environment, fleet, str(member["token"]), devices)
     finally:

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_agents.agent.exporters import Reading, device_readings, parse
+from cluster_agents.agent.cli import parser as agent_parser
+from cluster_agents.agent.exporters import ExporterTarget, Reading, device_readings, parse
 from federation.catalog import Vendor, load_catalog
 from federation.wire.agent import DeviceInfo, NodeInfo
 from federation.wire.telemetry import decode_marks, encode_marks, load_band
@@ -132,3 +133,39 @@ def test_node_annotation_round_trip() -> None:
     assert decode_marks("not json") == {}
     assert decode_marks('{"x": {"load": ["a"]}}') == {}
     assert [load_band(u) for u in (0, 4.9, 5, 94, 96, 100)] == [0, 0, 10, 90, 100, 100]
+
+
+def test_exporter_flags_and_pods() -> None:
+    args = agent_parser().parse_args(
+        [
+            "--hub=http://h",
+            "--cluster=c",
+            "--exporter=http://dcgm:9400/metrics",
+            "--exporter=npu-1=http://10.0.0.7:8082/metrics",
+            "--exporter-pods=app=dcgm-exporter,tier in (gpu):9400",
+            "--exporter-pods=app=npu:8082/stats",
+        ]
+    )
+    assert args.exporter == [
+        ExporterTarget("http://dcgm:9400/metrics"),
+        ExporterTarget("http://10.0.0.7:8082/metrics", "npu-1"),
+    ]
+    dcgm, npu = args.exporter_pods
+    assert (dcgm.selector, dcgm.port, dcgm.path) == (
+        "app=dcgm-exporter,tier in (gpu)",
+        9400,
+        "/metrics",
+    )
+    assert (npu.port, npu.path) == (8082, "/stats")
+    for bad in ("--exporter=dcgm:9400", "--exporter-pods=app=x", "--exporter-pods=app=x:99999"):
+        with pytest.raises(SystemExit):
+            agent_parser().parse_args(["--hub=http://h", "--cluster=c", bad])
+    pods = [
+        {"status": {"phase": "Running", "podIP": "10.1.2.3"}, "spec": {"nodeName": "n1"}},
+        {"status": {"phase": "Running", "podIP": "fd00::7"}, "spec": {"nodeName": "n2"}},
+        {"status": {"phase": "Pending"}, "spec": {"nodeName": "n3"}},
+    ]
+    assert npu.targets(pods) == [
+        ExporterTarget("http://10.1.2.3:8082/stats", "n1"),
+        ExporterTarget("http://[fd00::7]:8082/stats", "n2"),
+    ]
