@@ -6,7 +6,8 @@ Every `interval_s` (default 10 s) the loop reads the backend's devices (`backend
 - Marks: per node, each device's load band and the devices in fatal error, written to the
   backend (`mark_devices`: the node annotation the extender reads, and from which the agent's
   own inventory reports the devices unhealthy to the hub) whenever they changed; a fault so
-  takes its device out of service at the next read.
+  takes its device out of service at the next read. A node no exporter has read since the
+  agent started is not written to (a cluster without exporters gets no node writes).
 - Report: the hub gets a device's reading only when it is new, its fault changed, or it moved
   beyond `Thresholds` since it was last sent, and each reading at least every `refresh_s`;
   the first report after the agent (re)connects is full. A fault carries the jobs whose pods
@@ -32,6 +33,7 @@ from federation.wire.telemetry import (
     MAX_DEVICES_PER_REPORT,
     DeviceTelemetry,
     Marks,
+    NodeMarks,
     TelemetryReport,
     load_band,
 )
@@ -84,6 +86,12 @@ def node_marks(readings: list[DeviceTelemetry], sizes: dict[tuple[str, str], int
         node: {f: (tuple(load), frozenset(down)) for f, (load, down) in flavors.items()}
         for node, flavors in found.items()
     }
+
+
+def _telling(marks: NodeMarks) -> bool:
+    """Whether a node's marks say anything (a load or a fault): a node no exporter reads is
+    not written to until one does."""
+    return any(down or any(band is not None for band in load) for load, down in marks.values())
 
 
 def holders(reading: DeviceTelemetry, pods: list[PodStatus]) -> list[uuid.UUID]:
@@ -148,7 +156,8 @@ class TelemetryLoop:
                 sizes[key] = max(sizes[key], device.index + 1)
         marks = node_marks(readings, sizes)
         for node, flavors in marks.items():
-            if self._marks.get(node) != flavors:
+            known = self._marks.get(node)
+            if known != flavors and (known is not None or _telling(flavors)):
                 await self.backend.mark_devices(node, flavors)
                 self._marks[node] = flavors
         self._marks = {n: m for n, m in self._marks.items() if n in marks}

@@ -19,7 +19,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.store.events import NewEvent, add_events
-from federation.store.tables import clusters, device_telemetry, devices, jobs, nodes
+from federation.store.tables import clusters, device_telemetry, devices, jobs
 from federation.wire.telemetry import DeviceTelemetry, TelemetryAck, TelemetryReport
 
 
@@ -166,7 +166,6 @@ async def device_views(
             t.c.reported_at,
         )
         .join(clusters, clusters.c.id == d.c.cluster_id)
-        .join(nodes, sa.and_(nodes.c.cluster_id == d.c.cluster_id, nodes.c.name == d.c.node_name))
         .outerjoin(
             t,
             sa.and_(

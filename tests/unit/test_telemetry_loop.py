@@ -99,3 +99,21 @@ def test_holders_are_the_live_pods_on_the_device() -> None:
     assert (
         holders(reading, [pod("c", "n", (2,), "Succeeded"), pod("d", "m", (2,), "Running")]) == []
     )
+
+
+async def test_nodes_no_exporter_reads_are_not_written_to() -> None:
+    sim, hub = _sim(), Hub()
+    marked: list[str] = []
+
+    async def mark(node: str, marks: object) -> None:
+        marked.append(node)
+
+    sim.mark_devices = mark  # type: ignore[method-assign,assignment]
+
+    async def nothing() -> list[DeviceTelemetry]:
+        return []
+
+    sim.telemetry = nothing  # type: ignore[method-assign]
+    loop = TelemetryLoop(sim, hub)  # type: ignore[arg-type]
+    await loop.step()
+    assert marked == [] and hub.reports[-1].full and hub.reports[-1].devices == []
