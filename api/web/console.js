@@ -176,7 +176,7 @@ async function fleetPage() {
       num(f ? f.total - f.healthy : "", { "data-field": "unhealthy" }),
       num(f ? devices(f.allocatedMilli) : "", { "data-field": "allocated" }),
       num(f ? f.healthy - f.freeWhole : "", { "data-field": "inUse" }),
-      el("td", {}, f ? [bar(f.allocatedMilli / 1000, f.healthy), " · live ",
+      el("td", {}, f ? [bar(f.allocatedMilli / 1000, f.healthy), " · ",
         utilization(f.utilization || 0, f.reporting, f.total, "span")] : ""),
       i ? el("td", {}) : actions)));
   }
@@ -190,7 +190,7 @@ async function fleetPage() {
     el("section", {}, el("h2", {}, "Clusters"),
       table(["Cluster", "Region", "State", "Nodes", "Vendor/model", { text: "Devices", num: true },
         { text: "Unhealthy", num: true }, { text: "Allocated", num: true },
-        { text: "In use", num: true }, "Allocation · live utilization", "Actions"], rows, { id: "clusters" })),
+        { text: "In use", num: true }, "Allocation · live", "Actions"], rows, { id: "clusters" })),
   ];
 }
 
