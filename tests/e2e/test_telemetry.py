@@ -1,7 +1,8 @@
 """Live device telemetry on a real local cluster: kube-apiserver, kube-scheduler calling
 `suanpan-extender`, kwok nodes of four vendors, the agent over `KubernetesBackend` reading
 exporters this test serves on loopback in each vendor's own format (DCGM for NVIDIA,
-npu-exporter for Ascend, mlu-exporter for Cambricon, dcu-exporter for Hygon).
+npu-exporter for Ascend, mlu-exporter for Cambricon, dcu-exporter for Hygon, ix-exporter for
+Iluvatar and gcu-exporter for Enflame, whose nodes the test adds).
 
 Telemetry reaches the hub; a share lands on an idle device rather than on one that is busy
 though nothing is allocated on it; a fatal error (XID 79) takes its device out of service:
@@ -28,6 +29,7 @@ from deploy.fleet import Fleet, local_fleet
 from deploy.local.clusters import Environment
 from deploy.local.kube import wait_for
 from deploy.local.processes import free_ports
+from federation.catalog.labels import MODEL, VENDOR
 from federation.hubconfig import HubConfig
 from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
@@ -214,13 +216,94 @@ def dcu(node: str, d: Devices) -> str:
     )
 
 
+def ix(node: str, d: Devices) -> str:
+    """ix-exporter's exposition (pkg/collector constants and labels)."""
+
+    def labels(i: int) -> str:
+        return (
+            f'driver="4.4.0",gpu="{i}",ixml="4.4.0",name="Iluvatar BI-V150",'
+            f'node_name="{node}",serial="2412000000000{i}",uuid="GPU-ix-{node}-{i}"'
+        )
+
+    gpus = range(8)
+    return "".join(
+        (
+            _series(
+                "ix_gpu_utilization",
+                "Utilization of iluvatar GPU (%).",
+                [(labels(i), 15) for i in gpus],
+            ),
+            _series("ix_mem_used", "Used memory (MiB).", [(labels(i), 512) for i in gpus]),
+            _series("ix_mem_total", "Total memory (MiB).", [(labels(i), 65536) for i in gpus]),
+            _series("ix_temperature", "Temperature (C).", [(labels(i), 45) for i in gpus]),
+        )
+    )
+
+
+def gcu(node: str, d: Devices) -> str:
+    """gcu-exporter's exposition (the user guide's metrics and labels)."""
+
+    def labels(i: int) -> str:
+        return (
+            f'busid="0000:{0x40 + i:02x}:00.0",host="{node}",minor_number="{i}",'
+            f'name="Enflame S60",pod_name="",pod_namespace="",slot="PCIE{i}_GPU",'
+            f'uuid="GCU-{node}-{i}"'
+        )
+
+    def health(i: int) -> tuple[str, float]:
+        bad = (node, i) in d.errors
+        return labels(i) + f',healthmsg="{"Unhealthy" if bad else "Healthy"}"', 1 if bad else 2
+
+    cards = range(8)
+    return "".join(
+        (
+            _series("enflame_gcu_usage", "GCU usage", [(labels(i), 25) for i in cards]),
+            _series(
+                "enflame_gcu_memory_used_bytes",
+                "GCU used memory",
+                [(labels(i), 2**30) for i in cards],
+            ),
+            _series(
+                "enflame_gcu_memory_total_bytes",
+                "GCU total memory",
+                [(labels(i), 48 * 2**30) for i in cards],
+            ),
+            _series(
+                "enflame_gcu_temperatures", "GCU temperature", [(labels(i), -1) for i in cards]
+            ),
+            _series("enflame_gcu_health", "GCU health status", [health(i) for i in cards]),
+        )
+    )
+
+
 EXPORTERS: dict[str, Callable[[str, Devices], str]] = {
     "bj-h100-0": dcgm,
     "bj-h100-1": dcgm,
     "bj-ascend-0": npu,
     "bj-mlu-0": mlu,
     "bj-dcu-0": dcu,
+    "tel-ix-0": ix,
+    "tel-gcu-0": gcu,
 }
+# nodes the profile lacks, added by the test: (extended resource, labels naming the model)
+EXTRA_NODES = {
+    "tel-ix-0": ("iluvatar.ai/gpu", {VENDOR: "iluvatar", MODEL: "BI-V150"}),
+    "tel-gcu-0": ("enflame.com/gcu", {"enflame.com/gcu.model": "S60"}),
+}
+
+
+def kwok_node(name: str, resource: str, labels: dict[str, str]) -> dict[str, Any]:
+    capacity = {"cpu": "64", "memory": "512Gi", "pods": "110", resource: "8"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, **labels},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "status": {"capacity": capacity, "allocatable": capacity},
+    }
 
 
 @dataclass
@@ -329,6 +412,9 @@ async def world(environment: Environment) -> AsyncIterator[World]:
                 "POST", "/v1/tokens", json={"name": "m", "role": "member", "tenant": "acme"}
             )
             (cs,) = environment.clusters
+            async with cs.client() as client:
+                for name, (resource, labels) in EXTRA_NODES.items():
+                    await client.post("/api/v1/nodes", kwok_node(name, resource, labels))
             backend = KubernetesBackend(
                 cs.kubeconfig,
                 NS,
@@ -340,19 +426,34 @@ async def world(environment: Environment) -> AsyncIterator[World]:
             yield World(environment, fleet, str(member["token"]), devices)
     finally:
         await runner.cleanup()
+        async with environment.clusters[0].client() as client:
+            for name in EXTRA_NODES:
+                await client.delete(f"/api/v1/nodes/{name}")
 
 
 async def test_each_vendors_exporter_reaches_the_hub(world: World) -> None:
     for node in GPUS:  # device 0: nothing allocated, yet busy
         world.devices.busy[(node, 0)] = 97.0
+    world.devices.errors[("tel-gcu-0", 5)] = 1  # Enflame's health series: 1 is unhealthy
+    vendors = {"nvidia", "huawei", "cambricon", "hygon", "iluvatar", "enflame"}
 
     async def reported() -> bool:
         found = await world.fleet.call("GET", "/v1/telemetry", params={"cluster": BEIJING})
         read = {d["vendor"] for d in found["items"] if d["utilization"] is not None}
         busy = await world.device("bj-h100-1", 0)
-        return read == {"nvidia", "huawei", "cambricon", "hygon"} and busy.get("utilization") == 97
+        return read == vendors and busy.get("utilization") == 97
 
-    await wait_for("telemetry of four vendors at the hub", reported, 60)
+    await wait_for("telemetry of six vendors at the hub", reported, 60)
+    ix_gpu = await world.device("tel-ix-0", 2)
+    assert (ix_gpu["utilization"], ix_gpu["memoryUsedMib"], ix_gpu["temperatureC"]) == (15, 512, 45)
+
+    async def gcu_out() -> bool:
+        d = await world.device("tel-gcu-0", 5)
+        return d.get("healthy") is False and d["fault"] == "enflame_gcu_health=1"
+
+    await wait_for("the unhealthy Enflame GCU out of service", gcu_out, 30)
+    gcu_ok = await world.device("tel-gcu-0", 4)
+    assert gcu_ok["healthy"] and gcu_ok["temperatureC"] is None  # -1: unsupported
     ascend = await world.device("bj-ascend-0", 3)
     assert (ascend["utilization"], ascend["memoryUsedMib"], ascend["temperatureC"]) == (
         30,
