@@ -72,23 +72,34 @@ class Reading:
     fault: str = ""
 
 
+# a profile's series -> the reading's field it fills
+SERIES = {
+    "utilization": "utilization",
+    "memory_used": "memory_used_mib",
+    "memory_total": "memory_total_mib",
+    "memory_free": "memory_free_mib",
+    "temperature": "temperature_c",
+}
+
+
 def parse(text: str, profiles: Mapping[Vendor, TelemetryProfile], node: str = "") -> list[Reading]:
     """Every device reading in an exposition; raises ValueError when the text is not one."""
+    # metric name -> vendor, profile, the reading's field ("": health), the series
     wanted: dict[str, tuple[Vendor, TelemetryProfile, str, TelemetryMetric]] = {}
     for vendor, profile in profiles.items():
-        for what in ("utilization", "memory_used", "memory_total", "memory_free", "temperature"):
-            metric = getattr(profile, what)
+        for series, target in SERIES.items():
+            metric = getattr(profile, series)
             if metric is not None:
-                wanted[metric.metric] = (vendor, profile, what, metric)
+                wanted[metric.metric] = (vendor, profile, target, metric)
         if profile.health is not None:
-            wanted[profile.health.metric] = (vendor, profile, "health", profile.health)
+            wanted[profile.health.metric] = (vendor, profile, "", profile.health)
     found: dict[tuple[Vendor, str, int], Reading] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
             entry = wanted.get(sample.name)
             if entry is None:
                 continue
-            vendor, profile, what, metric = entry
+            vendor, profile, target, metric = entry
             try:
                 index = int(sample.labels.get(profile.device_label, ""))
             except ValueError:
@@ -97,22 +108,14 @@ def parse(text: str, profiles: Mapping[Vendor, TelemetryProfile], node: str = ""
             reading = found.setdefault(
                 (vendor, where or node, index), Reading(vendor, where or node, index)
             )
-            _take(reading, profile, what, metric, sample.value)
+            value = sample.value
+            if not target:
+                if value in profile.fatal:
+                    reading.fault = f"{metric.metric}={value:g}"
+            elif value >= 0:  # negative: unsupported (NaN fails this too)
+                scaled = value * metric.scale
+                setattr(reading, target, min(scaled, 100.0) if target == "utilization" else scaled)
     return [r for r in found.values() if r.node and r.index >= 0]
-
-
-def _take(
-    reading: Reading, profile: TelemetryProfile, what: str, metric: TelemetryMetric, value: float
-) -> None:
-    if what == "health":
-        if value in profile.fatal:
-            reading.fault = f"{metric.metric}={value:g}"
-        return
-    if value < 0 or value != value:  # unsupported, or NaN
-        return
-    scaled = value * metric.scale
-    name = {"utilization": "utilization", "temperature": "temperature_c"}.get(what, f"{what}_mib")
-    setattr(reading, name, min(scaled, 100.0) if what == "utilization" else scaled)
 
 
 def device_readings(
