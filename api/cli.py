@@ -137,27 +137,49 @@ async def _get(client: HubClient, args: argparse.Namespace) -> None:
         )
 
 
+TOP_KEYS = {
+    "cluster": ("cluster", "vendor", "model"),
+    "vendor": ("vendor", "model"),
+    "node": ("cluster", "node", "vendor", "model"),
+}
+TOP_COLUMNS = ["DEVICES", "ALLOCATED", "UNHEALTHY", "REPORTING", "UTIL", "MEM-USED", "TEMP-MAX"]
+
+
+def top_rows(devices: list[dict[str, Any]], by: str) -> tuple[list[list[Any]], list[str]]:
+    """`GET /v1/telemetry`'s devices summed per group (`TOP_KEYS[by]`): devices, allocated
+    devices, unhealthy ones, those with a reading, their mean utilization, memory used and
+    the hottest."""
+    keys = TOP_KEYS[by]
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for d in devices:
+        vendor, model = d["flavor"].split("/", 1)
+        values = {**d, "vendor": vendor, "model": model}
+        groups[tuple(values[k] for k in keys)].append(d)
+    rows = []
+    for group, found in sorted(groups.items()):
+        read = [d for d in found if d["utilization"] is not None]
+        memory = [d["memoryUsedMib"] for d in found if d["memoryUsedMib"] is not None]
+        temps = [d["temperatureC"] for d in found if d["temperatureC"] is not None]
+        rows.append(
+            [
+                *group,
+                len(found),
+                f"{sum(d['allocatedMilli'] for d in found) / 1000:g}",
+                sum(1 for d in found if not d["healthy"]),
+                len(read),
+                f"{sum(d['utilization'] for d in read) / len(read):.0f}%" if read else "-",
+                f"{sum(memory) / 1024:.0f} GiB" if memory else "-",
+                f"{max(temps):g}C" if temps else "-",
+            ]
+        )
+    return rows, [k.upper() for k in keys] + TOP_COLUMNS
+
+
 async def _top(client: HubClient, args: argparse.Namespace) -> None:
-    data = await client.request("GET", "/v1/clusters")
-    by_flavor: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for c in data["items"]:
-        for f in c["flavors"]:
-            acc = by_flavor[f["flavor"]]
-            acc[0] += f["total"]
-            acc[1] += f["healthy"]
-            acc[2] += f["allocatedMilli"]
-    rows = [
-        [
-            flavor.split("/")[0],
-            flavor.split("/", 1)[1],
-            total,
-            healthy,
-            f"{used / 1000:g}",
-            f"{100 * used / 1000 / healthy:.0f}%" if healthy else "-",
-        ]
-        for flavor, (total, healthy, used) in sorted(by_flavor.items())
-    ]
-    _emit(data, args.output, rows, ["VENDOR", "MODEL", "DEVICES", "HEALTHY", "ALLOCATED", "USE"])
+    params = {k: v for k, v in (("cluster", args.cluster), ("vendor", args.vendor)) if v}
+    data = await client.request("GET", "/v1/telemetry", params=params)
+    rows, header = top_rows(data["items"], args.by)
+    _emit(data, args.output, rows, header)
 
 
 TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -422,7 +444,12 @@ def parser() -> argparse.ArgumentParser:
         c.add_argument("id")
     e = sub.add_parser("explain", parents=[out], help="why a job waits, per cluster")
     e.add_argument("id")
-    sub.add_parser("top", parents=[out], help="capacity and use by vendor and model")
+    t = sub.add_parser(
+        "top", parents=[out], help="devices, allocation, health and live utilization"
+    )
+    t.add_argument("--by", choices=sorted(TOP_KEYS), default="cluster", help="group rows by")
+    t.add_argument("--cluster", help="one cluster only")
+    t.add_argument("--vendor", help="one vendor only (nvidia, huawei, ...)")
     _token_parser(sub, out)
     a = sub.add_parser("audit", parents=[out], help="who did what: the audit trail, newest first")
     a.add_argument("--actor", help="a token id")

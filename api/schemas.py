@@ -15,6 +15,7 @@ from pydantic import (
     StringConstraints,
 )
 
+from federation.catalog import Vendor
 from federation.k8s_names import DnsLabel, label_map
 from federation.store.tokens import DEFAULT_TTL_S
 from federation.validation import INT32_MAX, INT64_MAX, NUL_FREE
@@ -476,6 +477,13 @@ class FlavorCapacity(_Out):
     healthy: int
     allocated_milli: int = Field(alias="allocatedMilli")
     free_whole: int = Field(alias="freeWhole")
+    reporting: int = Field(default=0, description="devices whose exporter the agent reads")
+    utilization: float | None = Field(
+        default=None, description="mean live utilization (percent) of the reporting devices"
+    )
+    temperature_max_c: float | None = Field(
+        default=None, alias="temperatureMaxC", description="hottest reporting device"
+    )
 
 
 class ClusterOut(_Out):
@@ -532,6 +540,48 @@ class AllocationHistory(_Out):
     interval_seconds: float = Field(alias="intervalSeconds")
     keep_seconds: float = Field(alias="keepSeconds")
     items: list[AllocationSample]
+
+
+def _vendor(value: str) -> str:
+    known = [v.value for v in Vendor]
+    if value not in known:
+        raise ValueError(f"expected one of {', '.join(known)}")
+    return value
+
+
+class TelemetryQuery(_In):
+    """Which devices to show."""
+
+    cluster: DnsLabel | None = None
+    vendor: Annotated[str, AfterValidator(_vendor)] | None = Field(
+        default=None, description="a catalog vendor, e.g. nvidia"
+    )
+
+
+class DeviceTelemetryOut(_Out):
+    """One device: where it is, its allocation and health, and its latest exporter reading
+    (null where none was reported)."""
+
+    cluster: str
+    region: str
+    node: str
+    flavor: str
+    vendor: str
+    index: int
+    healthy: bool
+    allocated_milli: int = Field(alias="allocatedMilli")
+    memory_mib: int = Field(alias="memoryMib")
+    utilization: float | None = Field(description="percent")
+    memory_used_mib: int | None = Field(alias="memoryUsedMib")
+    temperature_c: float | None = Field(alias="temperatureC")
+    fault: str = Field(description="the fatal reading that took it out of service, or empty")
+    reported_at: datetime | None = Field(alias="reportedAt")
+
+
+class TelemetryList(_Out):
+    """Devices with their live telemetry."""
+
+    items: list[DeviceTelemetryOut]
 
 
 class HistoryQuery(_In):

@@ -4,7 +4,8 @@ An embedded PostgreSQL 16, the hub (REST API + scheduling loop) on a loopback po
 simulated member clusters of mixed vendors (NVIDIA, Huawei Ascend, Cambricon, Hygon,
 Kunlunxin, Moore Threads, MetaX), each driven by the real agent. Two tenants submit work over
 REST; the report shows placement across vendors, a heterogeneous job, an urgent job
-preempting (its victim requeued and re-run), `explain` for a waiting job, utilization, and a
+preempting (its victim requeued and re-run), `explain` for a waiting job, utilization (allocated
+and live, as the agents read the devices' exporters; a device failing under a share), and a
 Kubeflow PyTorchJob written for NVIDIA, imported as it is, running on Ascend with its ranks,
 hostnames and vendor runtime variables, the tenant's namespace, its HCCL rank table and a
 replica's logs, and a replica killed for memory: its exit code and reason, run again in place,
@@ -24,8 +25,8 @@ from typing import Any
 
 import yaml
 
-from api.cli import REPLICA_HEADER, replica_rows, table
-from cluster_agents.backends.simulated import SimulatedCluster
+from api.cli import REPLICA_HEADER, replica_rows, table, top_rows
+from cluster_agents.backends.simulated import Reading, SimulatedCluster
 from deploy.browser import console_screenshots
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.kube import wait_for
@@ -124,11 +125,49 @@ async def utilization(fleet: Fleet, title: str) -> None:
             f["total"],
             f"{f['allocatedMilli'] / 1000:g}",
             f"{100 * f['allocatedMilli'] / 1000 / max(1, f['healthy']):.0f}%",
+            "-" if f["utilization"] is None else f"{f['utilization']:.0f}%",
         ]
         for c in clusters
         for f in c["flavors"]
     ]
-    print(table(rows, ["CLUSTER", "VENDOR", "MODEL", "DEVICES", "ALLOCATED", "USE"]))
+    header = ["CLUSTER", "VENDOR", "MODEL", "DEVICES", "ALLOCATED", "USE", "LIVE UTIL"]
+    print(table(rows, header))
+
+
+async def live_telemetry(fleet: Fleet) -> None:
+    """`suanpan top --by vendor` while work runs, then a device fails (XID 79) under the work
+    it holds: it leaves service at once and the job holding it hears of it."""
+    section("live utilization per vendor from the exporters (suanpan top --by vendor)")
+    print(textwrap.indent(await _top(fleet), "  "))
+    section("a device error takes the device out of service")
+    devices = (await fleet.call("GET", "/v1/telemetry", params={"vendor": "nvidia"}))["items"]
+    shared = ([d for d in devices if d["allocatedMilli"]] or devices)[0]
+    sim = fleet.clusters[shared["cluster"]]
+    assert isinstance(sim, SimulatedCluster)
+    sim.readings[(shared["node"], shared["index"])] = Reading(fault="DCGM_FI_DEV_XID_ERRORS=79")
+
+    async def failed() -> bool:
+        found = await fleet.call("GET", "/v1/telemetry", params={"cluster": shared["cluster"]})
+        return any(d["fault"] and not d["healthy"] for d in found["items"])
+
+    await wait_for("the failed device out of service", failed, 30)
+    print(
+        f"  {shared['cluster']}/{shared['node']} {shared['flavor']} device {shared['index']}"
+        " reports XID 79 (GPU fallen off the bus):"
+    )
+    print(textwrap.indent(await _top(fleet, cluster=shared["cluster"], vendor="nvidia"), "  "))
+    for job in (await fleet.call("GET", "/v1/jobs", params={"limit": "100"}))["items"]:
+        events = (await fleet.call("GET", f"/v1/jobs/{job['id']}/events"))["items"]
+        for e in events:
+            if e["reason"] == "DeviceFailed":
+                print(f"  event on job {job['name']}: {e['reason']}: {e['message']}")
+    sim.readings.pop((shared["node"], shared["index"]))  # the device is reset and recovers
+
+
+async def _top(fleet: Fleet, **params: str) -> str:
+    devices = (await fleet.call("GET", "/v1/telemetry", params=params))["items"]
+    rows, header = top_rows(devices, "cluster" if params else "vendor")
+    return table(rows, header)
 
 
 async def jobs_table(fleet: Fleet) -> None:
@@ -234,6 +273,8 @@ async def scenario(fleet: Fleet) -> None:
             f"  heterogeneous {name}: one cluster ({placed[-1]['data']['cluster']}), "
             + ", ".join(f"{t} on {f or 'CPU'}" for t, f in flavors.items())
         )
+
+    await live_telemetry(fleet)
 
     section("best-effort work fills the idle H100s; then an urgent job arrives")
     fillers = []

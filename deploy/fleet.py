@@ -63,6 +63,7 @@ class Fleet:
     datadir: Path | None = None  # where its embedded database lives, if it has one
     poll_wait_s: float = 1.0  # agents' assignment long-poll (production: 10 s)
     keep_finished_s: float = 3600.0  # agents keep finished pods this long (for their logs)
+    telemetry_interval_s: float = 1.0  # agents read their devices' telemetry (production: 10 s)
     pki: ServingPKI | None = None  # serve HTTPS from this run's CA; agents present client certs
 
     @property
@@ -185,6 +186,7 @@ class Fleet:
                 namespace=namespace,
                 poll_wait_s=self.poll_wait_s,
                 keep_finished_s=self.keep_finished_s,
+                telemetry_interval_s=self.telemetry_interval_s,
             ),
             self.clusters[name],
             self.catalog,

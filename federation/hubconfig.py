@@ -4,7 +4,8 @@
 ```yaml
 scheduling:
   intervalSeconds: 1.0          # longest wait between cycles
-  weights: {packing: 1, performance: 1, locality: 1, balance: 0, cost: 0, retry: 10}
+  weights: {packing: 1, performance: 1, locality: 1, balance: 0, cost: 0, retry: 10,
+            live_load: 1}  # live_load: clusters whose devices of the flavor are less busy
   preemption: {enabled: true, compareClusters: 3}
   priorityAgingSeconds: 0       # +1 priority per this many seconds waited (0: off)
   maxAssignments: 32            # flavor combinations tried per job and cluster

@@ -26,6 +26,7 @@ class DeviceRow:
     healthy: bool
     used_milli: int
     used_memory_mib: int
+    utilization: float | None = None  # live, from the device's exporter
 
 
 def node_devices(
@@ -51,6 +52,7 @@ def node_devices(
                 used_milli=tuple(r.used_milli for r in found),
                 used_memory_mib=tuple(r.used_memory_mib for r in found),
                 healthy=tuple(r.healthy for r in found),
+                load=tuple(r.utilization for r in found),
                 topology=model.topology_for(labels, len(found)),
                 sharing=model.sharing,
             )

@@ -11,6 +11,7 @@ from api.registry import Call, Reply
 from api.routes import API
 from api.schemas import QueryFloat, QueryInt, _In
 from federation.store import agents
+from federation.store import telemetry as telemetry_store
 from federation.store.listener import PLACEMENTS
 from federation.store.records import Role
 from federation.validation import INT64_MAX
@@ -25,6 +26,7 @@ from federation.wire.agent import (
     StatusAck,
     StatusReport,
 )
+from federation.wire.telemetry import TelemetryAck, TelemetryReport
 
 AGENT: frozenset[Role] = frozenset({"agent"})
 
@@ -103,6 +105,28 @@ async def agent_inventory(call: Call) -> Reply:
     assert call.who.cluster_id is not None
     async with ctx(call.request).db.transaction() as conn:
         ack = await agents.apply_inventory(conn, call.who.cluster_id, call.body_as(InventoryReport))
+    return Reply(200, ack)
+
+
+@API.op(
+    "POST",
+    "/v1/agent/telemetry",
+    summary="Report device telemetry",
+    tag="agent",
+    roles=AGENT,
+    body=TelemetryReport,
+    response=TelemetryAck,
+    max_body=16 << 20,
+    errors=(404,),
+)
+async def agent_telemetry(call: Call) -> Reply:
+    """Store the latest exporter readings of the cluster's devices; a newly fatal one is an
+    event on the cluster and on the jobs holding the device."""
+    assert call.who.cluster_id is not None
+    async with ctx(call.request).db.transaction() as conn:
+        ack = await telemetry_store.apply_telemetry(
+            conn, call.who.cluster_id, call.body_as(TelemetryReport)
+        )
     return Reply(200, ack)
 
 

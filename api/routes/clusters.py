@@ -12,11 +12,15 @@ from api.schemas import (
     AllocationSample,
     ClusterList,
     ClusterOut,
+    DeviceTelemetryOut,
     FlavorCapacity,
     HistoryQuery,
+    TelemetryList,
+    TelemetryQuery,
 )
 from federation.store import clusters as cluster_store
 from federation.store import history
+from federation.store import telemetry as telemetry_store
 
 
 def cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
@@ -47,6 +51,9 @@ def cluster_out(c: cluster_store.ClusterSummary) -> ClusterOut:
                 healthy=f.healthy,
                 allocated_milli=f.allocated_milli,
                 free_whole=f.free_whole,
+                reporting=f.reporting,
+                utilization=f.utilization,
+                temperature_max_c=f.temperature_max_c,
             )
             for f in c.flavors
         ],
@@ -94,6 +101,46 @@ async def allocation_history(call: Call) -> Reply:
             interval_seconds=config.history_interval_s,
             keep_seconds=config.history_keep_s,
             items=items,
+        ),
+    )
+
+
+@API.op(
+    "GET",
+    "/v1/telemetry",
+    summary="Live device telemetry",
+    tag="clusters",
+    query=TelemetryQuery,
+    response=TelemetryList,
+)
+async def device_telemetry(call: Call) -> Reply:
+    """Every device (of one cluster, of one vendor) with its allocation, health and latest
+    reading from its vendor's exporter, as the clusters' agents report them."""
+    q = call.query_as(TelemetryQuery)
+    async with ctx(call.request).db.connection() as conn:
+        found = await telemetry_store.device_views(conn, q.cluster, q.vendor)
+    return Reply(
+        200,
+        TelemetryList(
+            items=[
+                DeviceTelemetryOut(
+                    cluster=d.cluster,
+                    region=d.region,
+                    node=d.node,
+                    flavor=d.flavor,
+                    vendor=d.flavor.split("/", 1)[0],
+                    index=d.index,
+                    healthy=d.healthy,
+                    allocated_milli=d.allocated_milli,
+                    memory_mib=d.memory_mib,
+                    utilization=d.utilization,
+                    memory_used_mib=d.memory_used_mib,
+                    temperature_c=d.temperature_c,
+                    fault=d.fault,
+                    reported_at=d.reported_at,
+                )
+                for d in found
+            ]
         ),
     )
 

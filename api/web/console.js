@@ -81,20 +81,30 @@ function rollup(clusters, keyOf) {
   for (const c of clusters) {
     for (const f of c.flavors) {
       const key = keyOf(c, f);
-      const acc = out.get(key) || { total: 0, healthy: 0, allocatedMilli: 0, freeWhole: 0 };
+      const acc = out.get(key) || { total: 0, healthy: 0, allocatedMilli: 0, freeWhole: 0, reporting: 0, busy: 0 };
       acc.total += f.total; acc.healthy += f.healthy; acc.allocatedMilli += f.allocatedMilli; acc.freeWhole += f.freeWhole;
+      acc.reporting += f.reporting || 0; acc.busy += (f.utilization || 0) * (f.reporting || 0);
       out.set(key, acc);
     }
   }
   return [...out.entries()].sort((a, b) => a[0].localeCompare(b[0]));
 }
 
+// Live utilization as the agents read it from the vendors' exporters ("-": none reported).
+function utilization(percent, reporting, total, tag = "td") {
+  return el(tag, { class: tag === "td" ? "num" : "muted", "data-field": "utilization",
+    title: reporting ? `live: ${reporting} of ${total} devices report` : "no exporter read" },
+  reporting ? `${Math.round(percent)}%` : "-");
+}
+
 function rollupTable(id, title, entries) {
   return table([title, { text: "Devices", num: true }, { text: "Unhealthy", num: true },
-    { text: "Allocated", num: true }, { text: "In use (whole or shared)", num: true }, "Allocation"],
+    { text: "Allocated", num: true }, { text: "In use (whole or shared)", num: true }, "Allocation",
+    { text: "Live utilization", num: true }],
   entries.map(([key, a]) => el("tr", { "data-key": key }, el("td", {}, key), num(a.total),
     num(a.total - a.healthy), num(devices(a.allocatedMilli)), num(a.healthy - a.freeWhole),
-    el("td", {}, bar(a.allocatedMilli / 1000, a.healthy)))), { id });
+    el("td", {}, bar(a.allocatedMilli / 1000, a.healthy)),
+    utilization(a.reporting ? a.busy / a.reporting : 0, a.reporting, a.total))), { id });
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -166,7 +176,8 @@ async function fleetPage() {
       num(f ? f.total - f.healthy : "", { "data-field": "unhealthy" }),
       num(f ? devices(f.allocatedMilli) : "", { "data-field": "allocated" }),
       num(f ? f.healthy - f.freeWhole : "", { "data-field": "inUse" }),
-      el("td", {}, f ? bar(f.allocatedMilli / 1000, f.healthy) : ""),
+      el("td", {}, f ? [bar(f.allocatedMilli / 1000, f.healthy), " · ",
+        utilization(f.utilization || 0, f.reporting, f.total, "span")] : ""),
       i ? el("td", {}) : actions)));
   }
   return [
@@ -179,7 +190,7 @@ async function fleetPage() {
     el("section", {}, el("h2", {}, "Clusters"),
       table(["Cluster", "Region", "State", "Nodes", "Vendor/model", { text: "Devices", num: true },
         { text: "Unhealthy", num: true }, { text: "Allocated", num: true },
-        { text: "In use", num: true }, "Allocation", "Actions"], rows, { id: "clusters" })),
+        { text: "In use", num: true }, "Allocation · live", "Actions"], rows, { id: "clusters" })),
   ];
 }
 

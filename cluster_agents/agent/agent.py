@@ -46,6 +46,7 @@ from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.ranktable import RankTableMount, placement_tables
 from cluster_agents.agent.render import RenderError, render
 from cluster_agents.agent.status import latest, next_attempt, replica_statuses, summarize
+from cluster_agents.agent.telemetry import TelemetryLoop
 from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.wire import annotations as ann
@@ -78,6 +79,7 @@ class AgentConfig:
     debounce_s: float = 0.1
     backoff_max_s: float = 30.0
     keep_finished_s: float = 3600.0  # finished pods outlive their placement this long (logs)
+    telemetry_interval_s: float = 10.0  # device exporters are read this often
 
 
 Said = tuple[str, str, str, tuple[tuple[object, ...], ...]]
@@ -142,6 +144,7 @@ class Agent:
         self.catalog = catalog
         self.hub = hub
         self.metrics = AgentMetrics(registry)
+        self.telemetry = TelemetryLoop(backend, hub, interval_s=config.telemetry_interval_s)
         self.revision = 0
         self.active: dict[str, Assignment] = {}  # job -> its current Active assignment
         self.released: dict[str, int] = {}  # job -> highest released epoch
@@ -185,7 +188,12 @@ class Agent:
         streams = asyncio.create_task(LogStreamer(self.backend, self.hub).run(stop))
         try:
             if await self._start_backend(stop):
-                await self._sessions(stop)
+                telemetry = asyncio.create_task(self.telemetry.run(stop))
+                try:
+                    await self._sessions(stop)
+                finally:
+                    telemetry.cancel()
+                    await asyncio.gather(telemetry, return_exceptions=True)
         finally:
             lease.cancel()
             streams.cancel()
@@ -282,6 +290,7 @@ class Agent:
         self._generation = max(self._generation, reply.inventory_generation)
         self.gang_timeout_s = reply.gang_timeout_s
         await self._send_full()
+        self.telemetry.resync()
         self._reported.clear()  # re-send every status: the hub may have missed some
         tasks = [
             asyncio.create_task(self._assignment_loop(stop)),

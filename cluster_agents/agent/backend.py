@@ -15,6 +15,7 @@ from typing import Protocol
 from cluster_agents.agent.ranktable import RankTableMount
 from federation.podtemplate import PodTemplate
 from federation.wire.agent import NodeInfo, PodPhase
+from federation.wire.telemetry import DeviceTelemetry, NodeMarks
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,13 @@ class ClusterBackend(Protocol):
     ) -> AsyncGenerator[bytes, None]:
         """A pod's container log ("": its first container), chunk by chunk, ending with the
         container when following; raises `LogError` when there is no such pod or log."""
+
+    async def telemetry(self) -> list[DeviceTelemetry]:
+        """The latest readings of the cluster's devices from their exporters (none: none)."""
+
+    async def mark_devices(self, node: str, marks: NodeMarks) -> None:
+        """Tell the cluster's scheduler a node's devices' load bands and fatal errors (the
+        devices in fault are reported unhealthy in `nodes()` from then on)."""
 
     def now(self) -> float:
         """The backend's clock in seconds (simulated backends may run faster than real time)."""

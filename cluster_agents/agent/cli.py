@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from cluster_agents.agent import credential
 from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import ClusterBackend
+from cluster_agents.agent.exporters import ExporterPods, ExporterTarget
 from cluster_agents.agent.hub_client import HubApi
 from federation.catalog import Catalog, load_catalog
 from federation.k8s_names import NAMESPACE_PREFIX_MAX, valid_namespace_prefix
@@ -53,6 +54,26 @@ def namespace_prefix(value: str) -> str:
             f"{value!r} is not a DNS label of at most {NAMESPACE_PREFIX_MAX} characters"
         )
     return value
+
+
+def exporter_target(value: str) -> ExporterTarget:
+    """`--exporter`: [NODE=]URL, an http(s) URL (NODE: the node whose devices it serves, for
+    exporters whose series name no node)."""
+    node, sep, url = value.partition("=")
+    if not sep or "://" in node:
+        node, url = "", value
+    if not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{value!r} is not [NODE=]http(s)://HOST:PORT/PATH")
+    return ExporterTarget(url, node)
+
+
+def exporter_pods(value: str) -> ExporterPods:
+    """`--exporter-pods`: SELECTOR:PORT[/PATH], e.g. app=nvidia-dcgm-exporter:9400."""
+    selector, sep, rest = value.rpartition(":")
+    port, _, path = rest.partition("/")
+    if not sep or not selector or not port.isascii() or not port.isdigit() or int(port) > 65535:
+        raise argparse.ArgumentTypeError(f"{value!r} is not LABEL-SELECTOR:PORT[/PATH]")
+    return ExporterPods(selector, int(port), "/" + (path or "metrics"))
 
 
 def _reachable() -> str | None:
@@ -108,7 +129,14 @@ def kubernetes_backend(
     """The cluster behind `--kubeconfig` (or the in-cluster configuration)."""
     from cluster_agents.backends.kubernetes import KubernetesBackend
 
-    return KubernetesBackend(args.kubeconfig, args.namespace, catalog, registry=registry)
+    return KubernetesBackend(
+        args.kubeconfig,
+        args.namespace,
+        catalog,
+        registry=registry,
+        exporters=tuple(args.exporter),
+        exporter_pods=tuple(args.exporter_pods),
+    )
 
 
 async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
@@ -134,6 +162,7 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
             zone=args.zone,
             labels=_labels(args.label),
             keep_finished_s=args.keep_finished,
+            telemetry_interval_s=args.telemetry_interval,
         ),
         make_backend(args, catalog, registry),
         catalog,
@@ -203,6 +232,32 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
         default=3600.0,
         metavar="SECONDS",
         help="keep finished pods this long after their job ends, for their logs (default 1 h)",
+    )
+    p.add_argument(
+        "--exporter",
+        type=exporter_target,
+        action="append",
+        default=[],
+        metavar="[NODE=]URL",
+        help="a device exporter's /metrics (DCGM, npu-exporter, mlu-exporter, ...; repeatable);"
+        " NODE names the node its devices are on when its series do not (npu-exporter)",
+    )
+    p.add_argument(
+        "--exporter-pods",
+        type=exporter_pods,
+        action="append",
+        default=[],
+        metavar="SELECTOR:PORT[/PATH]",
+        help="device exporter pods found by label in any namespace, each read on its pod IP"
+        " for its own node (repeatable), e.g. app=nvidia-dcgm-exporter:9400",
+    )
+    p.add_argument(
+        "--telemetry-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="read the exporters this often; the hub hears of a device only when its reading"
+        " moved (default 10)",
     )
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
     p.add_argument(

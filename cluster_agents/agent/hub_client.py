@@ -29,6 +29,7 @@ from federation.wire.agent import (
     StatusReport,
 )
 from federation.wire.logs import LogFailure, LogRequestBatch
+from federation.wire.telemetry import TelemetryAck, TelemetryReport
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -172,6 +173,10 @@ class HubApi:
     async def status(self, report: StatusReport) -> StatusAck:
         """Report status updates."""
         return await self._call("POST", "/v1/agent/status", StatusAck, report)
+
+    async def telemetry(self, report: TelemetryReport) -> TelemetryAck:
+        """Report device telemetry."""
+        return await self._call("POST", "/v1/agent/telemetry", TelemetryAck, report)
 
     async def log_requests(self, wait: float) -> LogRequestBatch:
         """Log requests not handed out before, waiting up to `wait` s for one."""

@@ -32,6 +32,12 @@ from kubernetes_asyncio.client import (
 from prometheus_client import CollectorRegistry
 
 from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus
+from cluster_agents.agent.exporters import (
+    ExporterPods,
+    ExporterTarget,
+    device_readings,
+    scrape,
+)
 from cluster_agents.agent.ranktable import INITIALIZING, RankTableMount
 from cluster_agents.backends.k8s_cache import ClusterCache
 from cluster_agents.backends.k8s_render import (
@@ -50,6 +56,7 @@ from cluster_agents.kube.watch import Reflector
 from federation.catalog import Catalog
 from federation.wire import annotations as ann
 from federation.wire.agent import NodeInfo
+from federation.wire.telemetry import ANNOTATION, DeviceTelemetry, NodeMarks, encode_marks
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +80,14 @@ class KubernetesBackend:
         clock: Callable[[], float] = time.time,
         registry: CollectorRegistry | None = None,
         concurrency: int = 16,
+        exporters: tuple[ExporterTarget, ...] = (),
+        exporter_pods: tuple[ExporterPods, ...] = (),
     ) -> None:
         self.kubeconfig = kubeconfig
+        self.exporters = exporters  # the device exporters `telemetry` reads, and the pods
+        self.exporter_pods = exporter_pods  # found by label it reads too
+        self._profiles = catalog.telemetry_profiles()
+        self._scraper: aiohttp.ClientSession | None = None
         self.prefix = prefix  # of the tenant namespaces
         self.metrics = BackendMetrics(registry)
         self.watches: dict[str, Reflector] = {}  # "nodes", "pods"
@@ -111,6 +124,9 @@ class KubernetesBackend:
 
     async def stop(self) -> None:
         """Stop watching and close the connections."""
+        if self._scraper is not None:
+            await self._scraper.close()
+            self._scraper = None
         tasks, self._tasks = self._tasks, []
         for task in tasks:
             task.cancel()
@@ -200,6 +216,33 @@ class KubernetesBackend:
             mount.config_map,
             namespace,
             {"data": {mount.key: content}},
+            accept=(404,),
+            _content_type="application/merge-patch+json",
+        )
+
+    async def telemetry(self) -> list[DeviceTelemetry]:
+        """Read every configured exporter and the exporter pods the selectors find now, and
+        keep the readings of devices the nodes have."""
+        targets = list(self.exporters)
+        for found in self.exporter_pods:
+            _, pods = await self._call(
+                self._core.list_pod_for_all_namespaces, label_selector=found.selector
+            )
+            targets += found.targets(pods.get("items") or [])
+        if not targets:
+            return []
+        if self._scraper is None:
+            self._scraper = aiohttp.ClientSession()
+        readings = await scrape(self._scraper, targets, self._profiles)
+        return device_readings(readings, self.nodes())
+
+    async def mark_devices(self, node: str, marks: NodeMarks) -> None:
+        """Merge-patch the node's telemetry annotation (the extender and this backend's
+        inventory read it back from the node); a node gone meanwhile is fine."""
+        await self._call(
+            self._core.patch_node,
+            node,
+            {"metadata": {"annotations": {ANNOTATION: encode_marks(marks)}}},
             accept=(404,),
             _content_type="application/merge-patch+json",
         )

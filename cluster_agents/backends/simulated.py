@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from cluster_agents.agent.backend import (
     ClusterFacts,
@@ -34,6 +34,9 @@ from federation.scheduling.devices import (
 )
 from federation.wire import annotations as ann
 from federation.wire.agent import NodeInfo, PodPhase, Taint, device_infos
+from federation.wire.telemetry import DeviceTelemetry, NodeMarks
+
+ACTIVITY = 0.9  # a running pod keeps its share of a device this busy (simulated utilization)
 
 
 def exit_code(reason: str, given: str | None) -> int:
@@ -70,6 +73,15 @@ class _Node:
     used_mem: int = 0
     used_pods: int = 0
     ip: str = ""  # its address, given when it is added
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a simulated device's exporter says instead of what its pods would make it say:
+    a utilization (None: its pods') and a fatal reading ("": none)."""
+
+    utilization: float | None = None
+    fault: str = ""
 
 
 @dataclass
@@ -109,6 +121,7 @@ class SimulatedCluster:
         self._created = 0  # pods ever created: each gets the next address
         self._added = 0  # nodes ever added: each gets the next address
         self.rank_tables: dict[tuple[str, str], str] = {}  # (namespace, ConfigMap) -> content
+        self.readings: dict[tuple[str, int], Reading] = {}  # (node, device) -> forced reading
         self._task: asyncio.Task[None] | None = None
         for spec in self.specs:
             self.add_node(spec)
@@ -243,6 +256,44 @@ class SimulatedCluster:
             if p.spec.rank_table is not None
         }
         self.rank_tables = {k: v for k, v in self.rank_tables.items() if k in mounted}
+        self.changed.set()
+
+    async def telemetry(self) -> list[DeviceTelemetry]:
+        """Each ready node's devices as an exporter would read them: busy as their pods'
+        shares make them (`ACTIVITY`), memory as allocated, unless `readings` says otherwise."""
+        found = []
+        for node in self._nodes.values():
+            d = node.devices
+            if d is None or not node.ready:
+                continue
+            for i in range(d.size):
+                forced = self.readings.get((node.spec.name, i), Reading())
+                own = min(100.0, d.used_milli[i] / 10 * ACTIVITY)
+                utilization = own if forced.utilization is None else forced.utilization
+                found.append(
+                    DeviceTelemetry(
+                        node=node.spec.name,
+                        flavor=d.model,
+                        index=i,
+                        utilization=round(utilization, 1),
+                        memory_used_mib=d.used_memory_mib[i],
+                        memory_total_mib=d.memory_mib[i],
+                        temperature_c=round(32 + 0.45 * utilization, 1),
+                        fault=forced.fault,
+                    )
+                )
+        return found
+
+    async def mark_devices(self, node: str, marks: NodeMarks) -> None:
+        """Take a node's load bands and faults into its devices (what the extender would read
+        from the node annotation): devices in fault are unhealthy, loads steer shares."""
+        found = self._nodes.get(node)
+        if found is None or found.devices is None or found.devices.model not in marks:
+            return
+        d = found.devices
+        load, down = marks[d.model]
+        load = (load + (None,) * d.size)[: d.size]
+        found.devices = replace(d, load=load, healthy=tuple(i not in down for i in range(d.size)))
         self.changed.set()
 
     # --- fault injection and fleet changes -----------------------------------------------

@@ -7,7 +7,9 @@ the extender see the same devices in use (DESIGN.md, principle 5).
 Inventory (`node_inventory`): the node's extended resources resolved by the catalog
 (`federation.catalog.resolve_node`: model, memory, topology); a model's devices are numbered
 0..n-1 with n from the capacity, and those at or beyond the allocatable count are unhealthy (a
-device plugin withdraws sick devices from allocatable). Each device's id is what the vendor's
+device plugin withdraws sick devices from allocatable), as are those the agent's telemetry
+annotation (`federation.wire.telemetry.ANNOTATION`) names in fatal error; its load bands are the
+devices' `load`, which share placement prefers low. Each device's id is what the vendor's
 plugin registered on the node (`cluster_agents.kube.allocation.device_ids`).
 
 Occupancy (`occupancy`), from the non-terminal pods bound to the node, in (namespace, name)
@@ -44,6 +46,7 @@ from federation.catalog import (
 from federation.nodeplacement import PodRequest
 from federation.scheduling import devices
 from federation.scheduling.devices import DeviceRequest, NodeDevices
+from federation.wire.telemetry import ANNOTATION, DeviceMarks, decode_marks
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,7 @@ class NodeInventory:
     devices: tuple[ResolvedDevices, ...] = ()  # count = capacity, sorted by model key
     healthy: tuple[int, ...] = ()  # per entry of `devices`: the allocatable count
     ids: tuple[tuple[str, ...], ...] = ()  # per entry of `devices`: each device's plugin id
+    marks: tuple[DeviceMarks | None, ...] = ()  # per entry of `devices`: live load and faults
     cpu_milli: int = 0
     memory_mib: int = 0
     _targets: dict[str, ResolvedDevices] = field(init=False, repr=False, compare=False)
@@ -92,13 +96,16 @@ class NodeInventory:
 
     def empty(self, resolved: ResolvedDevices) -> NodeDevices:
         """The node's devices of one of its models with nothing placed on them."""
-        n, healthy = resolved.count, self.healthy[self.devices.index(resolved)]
+        entry = self.devices.index(resolved)
+        n, healthy = resolved.count, self.healthy[entry]
+        load, down = (self.marks[entry] if self.marks else None) or ((), frozenset())
         return NodeDevices(
             model=resolved.model.key,
             memory_mib=(resolved.memory_mib,) * n,
             used_milli=(0,) * n,
             used_memory_mib=(0,) * n,
-            healthy=tuple(i < healthy for i in range(n)),
+            healthy=tuple(i < healthy and i not in down for i in range(n)),
+            load=(*load, *(None,) * n)[:n],
             topology=resolved.topology,
             sharing=resolved.model.sharing,
         )
@@ -113,10 +120,13 @@ def node_inventory(catalog: Catalog, node: Mapping[str, Any]) -> NodeInventory:
     offered = _resolve(catalog, meta, allocatable)
     found = sorted(present.values(), key=lambda r: r.model.key)
     name = meta.get("name", "")
+    annotations = meta.get("annotations") or {}
+    marks = decode_marks(annotations.get(ANNOTATION))
     return NodeInventory(
         name=name,
         devices=tuple(found),
-        ids=tuple(_ids(r, name, meta.get("annotations") or {}) for r in found),
+        ids=tuple(_ids(r, name, annotations) for r in found),
+        marks=tuple(marks.get(r.model.key) for r in found),
         healthy=tuple(
             min(offered[r.model.key].count, r.count) if r.model.key in offered else 0 for r in found
         ),

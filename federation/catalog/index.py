@@ -8,7 +8,12 @@ from fnmatch import fnmatchcase
 from types import MappingProxyType
 
 from federation.catalog import labels as discovery
-from federation.catalog.types import AcceleratorModel, Vendor, normalize_product
+from federation.catalog.types import (
+    AcceleratorModel,
+    TelemetryProfile,
+    Vendor,
+    normalize_product,
+)
 
 
 @dataclass(frozen=True)
@@ -93,6 +98,15 @@ class Catalog:
             for model in self.models.values()
             if (table := model.runtime.rank_table) is not None and table.device_annotation
         )
+
+    def telemetry_profiles(self) -> dict[Vendor, TelemetryProfile]:
+        """Per vendor, what its exporter publishes (vendors whose models give one; the first
+        model's when an override gives one model another)."""
+        found: dict[Vendor, TelemetryProfile] = {}
+        for _, model in sorted(self.models.items()):
+            if model.telemetry is not None:
+                found.setdefault(model.vendor, model.telemetry)
+        return found
 
     def resource_users(
         self, name: str

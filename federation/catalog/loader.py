@@ -28,6 +28,8 @@ from federation.catalog.types import (
     RankTableProfile,
     RuntimeProfile,
     SharingRule,
+    TelemetryMetric,
+    TelemetryProfile,
     TopologyRule,
     TopologyVariant,
     Vendor,
@@ -160,6 +162,7 @@ def _build(key: str, f: Mapping[str, Any], reference: float, where: str) -> Acce
         allocation=tuple(_allocation(a, name, where) for a in f.get("allocation", ())),
         tolerations=tuple((t["key"], t["effect"]) for t in f.get("tolerations", ())),
         runtime=_runtime(f.get("runtime", {})),
+        telemetry=_telemetry(f["telemetry"]) if "telemetry" in f else None,
         aliases=f.get("aliases", ()),
         extra_resources=f.get("extra_resources", ()),
         product_labels=f.get("product_labels", ()),
@@ -183,6 +186,17 @@ def _runtime(fields: Mapping[str, Any]) -> RuntimeProfile:
             **fields,
             "env": tuple(fields.get("env", {}).items()),
             "rank_table": RankTableProfile(**table) if table else None,
+        }
+    )
+
+
+def _telemetry(fields: Mapping[str, Any]) -> TelemetryProfile:
+    series = ("utilization", "memory_used", "memory_total", "memory_free", "temperature", "health")
+    return TelemetryProfile(
+        **{
+            **fields,
+            **{k: TelemetryMetric(**fields[k]) for k in series if k in fields},
+            "fatal": frozenset(fields.get("fatal", ())),
         }
     )
 

@@ -67,6 +67,13 @@ def number(value: object, where: str) -> float:
     return float(value)
 
 
+def reading(value: object, where: str) -> float:
+    """Any int or float (a metric's value)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise fail(where, "a number", value)
+    return float(value)
+
+
 def boolean(value: object, where: str) -> bool:
     """true or false."""
     if not isinstance(value, bool):
@@ -237,6 +244,26 @@ RUNTIME = record(
         "rank_table": RANK_TABLE,
     }
 )
+_METRIC_NAME = text(re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$"), "a Prometheus metric name")
+_LABEL_NAME = text(re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$"), "a Prometheus label name")
+_SERIES = record({"metric": _METRIC_NAME, "scale": number}, required=("metric",))
+TELEMETRY = record(
+    {
+        "exporter": text(re.compile(r"^\S.*$"), "a non-empty text"),
+        "device_label": _LABEL_NAME,
+        "uuid_label": _LABEL_NAME,
+        "node_label": _LABEL_NAME,
+        "utilization": _SERIES,
+        "memory_used": _SERIES,
+        "memory_total": _SERIES,
+        "memory_free": _SERIES,
+        "temperature": _SERIES,
+        "health": _SERIES,
+        "fatal": list_of(reading),
+        "source": text(re.compile(r"^\S.*$"), "a non-empty text"),
+    },
+    required=("exporter", "device_label", "utilization"),
+)
 _TOLERATION = record({"key": _label_key, "effect": choice(*EFFECTS)}, required=("key", "effect"))
 _COMMON: dict[str, Checker] = {
     "resource": _resource,
@@ -251,6 +278,7 @@ _COMMON: dict[str, Checker] = {
     "allocation": list_of(ALLOCATION),
     "tolerations": list_of(_TOLERATION),
     "runtime": RUNTIME,
+    "telemetry": TELEMETRY,
 }
 VENDOR_DEFAULTS = record(_COMMON)
 MODEL = record(

@@ -149,6 +149,39 @@ class RuntimeProfile:
 
 
 @dataclass(frozen=True, slots=True)
+class TelemetryMetric:
+    """One series of a vendor's exporter: its metric name and the factor that turns its value
+    into Suanpan's unit (percent, MiB, degrees Celsius)."""
+
+    metric: str
+    scale: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryProfile:
+    """What a vendor's Prometheus exporter publishes per device (docs/catalog.md, sources).
+
+    Series are matched by metric name; `device_label` holds the device's index on its node (the
+    index the device plugin and `suanpan.io/devices` count by), `uuid_label` its id and
+    `node_label` the node, where the exporter says it (otherwise the node of the scraped
+    endpoint). A device is in fatal error while its `health` series reads one of `fatal`.
+    """
+
+    exporter: str
+    device_label: str
+    utilization: TelemetryMetric  # percent
+    uuid_label: str = ""
+    node_label: str = ""
+    memory_used: TelemetryMetric | None = None  # MiB
+    memory_total: TelemetryMetric | None = None  # MiB
+    memory_free: TelemetryMetric | None = None  # MiB; total = used + free when no total
+    temperature: TelemetryMetric | None = None  # degrees Celsius
+    health: TelemetryMetric | None = None
+    fatal: frozenset[float] = frozenset()
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSelectorRule:
     """How a node's labels tell that it carries this model (all `match_labels` must hold)."""
 
@@ -196,6 +229,7 @@ class AcceleratorModel:
         tuple[str, str], ...
     ] = ()  # (key, effect) the vendor's nodes are tainted with
     runtime: RuntimeProfile = RuntimeProfile()  # what the vendor's stack reads in the container
+    telemetry: TelemetryProfile | None = None  # what the vendor's exporter publishes
     aliases: tuple[str, ...] = field(default=())  # other spellings users may request
     # Other extended resources that count whole devices of this model (one may cover several
     # models, e.g. MindCluster's "huawei.com/Ascend910"; then node labels pick the model).

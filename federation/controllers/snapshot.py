@@ -31,6 +31,7 @@ from federation.scheduling.model import (
 from federation.store.lifecycle import HOLDING_STATES, UNCOUNTED_STATES
 from federation.store.tables import (
     clusters,
+    device_telemetry,
     devices,
     events,
     jobs,
@@ -143,19 +144,23 @@ def _seconds(ts: datetime | None) -> float:
     return ts.timestamp() if ts is not None else 0.0
 
 
+Generation = tuple[int, datetime | None]  # a cluster's inventory generation, telemetry time
+
+
 class FleetCache:
-    """Each cluster's nodes as the core models them, by inventory generation: a cycle reads
-    the nodes and devices only of clusters whose agent reported since the last cycle."""
+    """Each cluster's nodes as the core models them, by inventory generation and telemetry
+    time: a cycle reads the nodes and devices only of clusters whose agent reported since the
+    last cycle."""
 
     def __init__(self) -> None:
-        self._nodes: dict[uuid.UUID, tuple[int, tuple[Node, ...]]] = {}
+        self._nodes: dict[uuid.UUID, tuple[Generation, tuple[Node, ...]]] = {}
 
-    def stale(self, generations: dict[uuid.UUID, int]) -> list[uuid.UUID]:
+    def stale(self, generations: dict[uuid.UUID, Generation]) -> list[uuid.UUID]:
         """Clusters whose cached nodes are older than `generations` say (or not cached)."""
         self._nodes = {k: v for k, v in self._nodes.items() if k in generations}
-        return [c for c, g in generations.items() if self._nodes.get(c, (-1,))[0] != g]
+        return [c for c, g in generations.items() if c not in self._nodes or self._nodes[c][0] != g]
 
-    def put(self, cluster_id: uuid.UUID, generation: int, found: tuple[Node, ...]) -> None:
+    def put(self, cluster_id: uuid.UUID, generation: Generation, found: tuple[Node, ...]) -> None:
         """Remember a cluster's nodes at `generation`."""
         self._nodes[cluster_id] = (generation, found)
 
@@ -169,7 +174,18 @@ async def _read_nodes(
 ) -> dict[uuid.UUID, list[Node]]:
     """The nodes (with devices) of these clusters."""
     device_rows: dict[tuple[uuid.UUID, str], list[DeviceRow]] = defaultdict(list)
-    for d in await conn.execute(sa.select(devices).where(devices.c.cluster_id.in_(cluster_ids))):
+    t = device_telemetry
+    readings = sa.and_(
+        t.c.cluster_id == devices.c.cluster_id,
+        t.c.node_name == devices.c.node_name,
+        t.c.flavor == devices.c.flavor,
+        t.c.index == devices.c.index,
+    )
+    for d in await conn.execute(
+        sa.select(devices, t.c.utilization)
+        .outerjoin(t, readings)
+        .where(devices.c.cluster_id.in_(cluster_ids))
+    ):
         m = d._mapping
         device_rows[(m["cluster_id"], m["node_name"])].append(
             DeviceRow(
@@ -179,6 +195,7 @@ async def _read_nodes(
                 m["healthy"],
                 m["used_milli"],
                 m["used_memory_mib"],
+                m["utilization"],
             )
         )
     node_map: dict[uuid.UUID, list[Node]] = defaultdict(list)
@@ -197,10 +214,10 @@ async def clusters_of_fleet(
     """Every cluster with its nodes and devices, and the ids by cluster name."""
     cache = cache or FleetCache()
     rows = (await conn.execute(sa.select(clusters).order_by(clusters.c.name))).all()
-    stale = cache.stale({c.id: c.inventory_generation for c in rows})
+    generations = {c.id: (c.inventory_generation, c.telemetry_at) for c in rows}
+    stale = cache.stale(generations)
     if stale:
         fresh = await _read_nodes(conn, catalog, stale)
-        generations = {c.id: c.inventory_generation for c in rows}
         for cluster_id in stale:
             cache.put(cluster_id, generations[cluster_id], tuple(fresh.get(cluster_id, ())))
     out, ids = [], {}

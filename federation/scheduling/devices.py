@@ -18,6 +18,7 @@ from typing import Literal
 from federation.catalog.types import SharingRule, TopologyRule
 
 WHOLE = 1000  # milli-devices in one device
+LOAD_BAND = 10  # live utilization is compared in steps of this many percent
 
 Preference = Literal["pack", "spread"]
 
@@ -54,7 +55,9 @@ class DeviceRequest:
 class NodeDevices:
     """One node's devices of one model with their current usage; index i is device i.
 
-    `shares` counts the shares placed on each device (empty means none anywhere).
+    `shares` counts the shares placed on each device (empty means none anywhere); `load` is
+    each device's live utilization in percent from its exporter (None: not reported; empty:
+    none reported), which share placement prefers low (`fit`).
     """
 
     model: str  # catalog key, e.g. "huawei/Ascend910B3"
@@ -65,13 +68,16 @@ class NodeDevices:
     topology: TopologyRule
     sharing: SharingRule
     shares: tuple[int, ...] = ()
+    load: tuple[float | None, ...] = ()
 
     def __post_init__(self) -> None:
         n = len(self.memory_mib)
         if not self.shares:
             object.__setattr__(self, "shares", (0,) * n)
+        if not self.load:
+            object.__setattr__(self, "load", (None,) * n)
         lengths = {len(self.used_milli), len(self.used_memory_mib), len(self.healthy)}
-        if lengths != {n} or len(self.shares) != n:
+        if lengths != {n} or len(self.shares) != n or len(self.load) != n:
             raise ValueError(f"{self.model}: per-device tuples must all have {n} entries")
 
     @property
@@ -129,7 +135,10 @@ def fit(node: NodeDevices, req: DeviceRequest, *, prefer: Preference = "pack") -
     """Decide whether `req` fits `node` now and, if so, which devices it takes.
 
     `pack` keeps whole groups intact and puts shares on the fullest device that still fits;
-    `spread` takes the freest group and the least used device. Choices are deterministic.
+    `spread` takes the freest group and the least used device. A share goes first to the
+    devices least busy by their live `load` (in steps of `LOAD_BAND`; unreported counts as
+    idle): what is allocated says little of how busy a shared device is. Choices are
+    deterministic.
     """
     chosen = choose(node, req, prefer=prefer)
     if chosen is not None:
@@ -341,7 +350,13 @@ def _choose_share(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> 
         return None
     sign = -1 if prefer == "pack" else 1
     best = min(
-        fitting, key=lambda i: (sign * node.used_milli[i], sign * node.used_memory_mib[i], i)
+        fitting,
+        key=lambda i: (
+            int(node.load[i] or 0) // LOAD_BAND,
+            sign * node.used_milli[i],
+            sign * node.used_memory_mib[i],
+            i,
+        ),
     )
     return (best,)
 

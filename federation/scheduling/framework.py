@@ -27,6 +27,7 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
         "balance": 0.0,
         "cost": 0.0,
         "retry": 10.0,
+        "live_load": 1.0,
     }
 )
 

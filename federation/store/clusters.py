@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.errors import NotFound
 from federation.store.events import add_event
-from federation.store.tables import clusters, devices, nodes
+from federation.store.tables import clusters, device_telemetry, devices, nodes
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class FlavorSummary:
     healthy: int
     allocated_milli: int
     free_whole: int
+    reporting: int = 0  # devices with a reading
+    utilization: float | None = None  # mean over those
+    temperature_max_c: float | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,7 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
     rows = list(await conn.execute(query))
     if name is not None and not rows:
         raise NotFound("cluster", name)
+    t = device_telemetry
     flavor_rows = await conn.execute(
         sa.select(
             devices.c.cluster_id,
@@ -124,6 +128,18 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
             sa.func.count()
             .filter(devices.c.healthy & (devices.c.used_milli == 0))
             .label("free_whole"),
+            sa.func.count(t.c.utilization).label("reporting"),
+            sa.func.avg(t.c.utilization).label("utilization"),
+            sa.func.max(t.c.temperature_c).label("temperature_max_c"),
+        )
+        .outerjoin(
+            t,
+            sa.and_(
+                t.c.cluster_id == devices.c.cluster_id,
+                t.c.node_name == devices.c.node_name,
+                t.c.flavor == devices.c.flavor,
+                t.c.index == devices.c.index,
+            ),
         )
         .where(devices.c.cluster_id.in_([r.id for r in rows]))
         .group_by(devices.c.cluster_id, devices.c.flavor)
@@ -133,7 +149,14 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
     for f in flavor_rows:
         flavors[f.cluster_id].append(
             FlavorSummary(
-                f.flavor, int(f.total), int(f.healthy), int(f.allocated_milli), int(f.free_whole)
+                f.flavor,
+                int(f.total),
+                int(f.healthy),
+                int(f.allocated_milli),
+                int(f.free_whole),
+                int(f.reporting),
+                None if f.utilization is None else round(float(f.utilization), 1),
+                f.temperature_max_c,
             )
         )
     out = []

@@ -95,6 +95,8 @@ clusters = Table(
     Column("apiserver_problem", String(512), nullable=True),
     Column("unreachable_since", DateTime(timezone=True), nullable=True),
     Column("inventory_generation", BigInteger, nullable=False, server_default="0"),
+    # when the agent last reported device telemetry (the loop re-reads the cluster's nodes)
+    Column("telemetry_at", DateTime(timezone=True), nullable=True),
     # an administrator (or the auto-accept policy) accepted it: only then does it get work
     Column("accepted", Boolean, nullable=False, server_default="false"),
     Column("version", Integer, nullable=False, server_default="1"),
@@ -134,6 +136,23 @@ devices = Table(
     ForeignKeyConstraint(
         ["cluster_id", "node_name"], ["nodes.cluster_id", "nodes.name"], ondelete="CASCADE"
     ),
+)
+
+# The latest exporter reading of each device (federation/wire/telemetry.py). No foreign key to
+# `devices`: those rows are rewritten by every inventory report, the readings outlive that.
+device_telemetry = Table(
+    "device_telemetry",
+    metadata,
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), primary_key=True),
+    Column("node_name", String(253), primary_key=True),
+    Column("flavor", String(128), primary_key=True),
+    Column("index", Integer, primary_key=True),
+    Column("utilization", Float, nullable=True),  # percent
+    Column("memory_used_mib", BigInteger, nullable=True),
+    Column("memory_total_mib", BigInteger, nullable=True),
+    Column("temperature_c", Float, nullable=True),
+    Column("fault", String(256), nullable=False, server_default=""),  # "": no fatal error
+    Column("reported_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
 api_tokens = Table(

@@ -5,6 +5,7 @@ shows the numbers the API returns, and actions go through the API with the calle
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -125,12 +126,17 @@ async def test_fleet_page_shows_each_clusters_devices_as_the_api_counts_them(
             "unhealthy": str(f["total"] - f["healthy"]),
             "allocated": f"{f['allocatedMilli'] / 1000:g}",
             "inUse": str(f["healthy"] - f["freeWhole"]),
+            "utilization": f"{math.floor(f['utilization'] + 0.5)}%" if f["reporting"] else "-",
         }
         for c in clusters
         for f in c["flavors"]
     }
     assert shown == expected
     assert any(f["allocatedMilli"] for c in clusters for f in c["flavors"])
+    # the agents read every simulated device: live utilization per vendor/model and cluster
+    assert all(f["reporting"] == f["total"] for c in clusters for f in c["flavors"])
+    busy = await console.texts("#by-flavor tbody [data-field=utilization]")
+    assert "-" not in busy and any(u != "0%" for u in busy), busy
     flavors = await console.page.evaluate(
         "[...document.querySelectorAll('#history polyline')].map(p => p.dataset.flavor)"
     )

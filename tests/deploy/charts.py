@@ -40,6 +40,13 @@ MEMBER_FULL: dict[str, Any] = {
     "agent": {
         "token": {"value": "sp_trial_token"},
         "bootstrapToken": {"existingSecret": "bootstrap"},
+        "telemetry": {
+            "exporters": [
+                "http://dcgm.gpu-operator:9400/metrics",
+                "npu-1=http://10.0.0.7:8082/metrics",
+            ],
+            "exporterPods": ["app=mlu-exporter:30108"],
+        },
     },
     "scheduler": {"replicas": 3},
     "extender": {"listenAddress": "0.0.0.0", "policy": "fgd"},

@@ -141,6 +141,7 @@ def test_member_defaults(helm_bin: Path, tmp_path: Path) -> None:
         "--namespace=suanpan",
         "--metrics=0.0.0.0:9464",
         "--keep-finished=3600",  # finished pods kept an hour, for their logs
+        "--telemetry-interval=10",  # no exporter: nothing read
     ]
     assert _env(agent) == {
         "SUANPAN_AGENT_TOKEN": {"secretKeyRef": {"name": "suanpan-agent", "key": "token"}}
@@ -150,6 +151,7 @@ def test_member_defaults(helm_bin: Path, tmp_path: Path) -> None:
     rules = objs[("ClusterRole", "suanpan-member-agent")]["rules"]
     granted = {(r, v) for rule in rules for r in rule["resources"] for v in rule["verbs"]}
     assert {("namespaces", "create"), ("namespaces", "patch"), ("pods", "patch")} <= granted
+    assert ("nodes", "patch") in granted  # the device telemetry annotation
     assert ("configmaps", "patch") in granted
     assert ("pods/log", "get") in granted
     assert ("Secret", "suanpan-member-agent-token") not in objs  # the operator's Secret is used
@@ -181,6 +183,11 @@ def test_member_every_option(helm_bin: Path, tmp_path: Path) -> None:
     agent = _container(agent_deploy, "agent")
     assert "--namespace=ai-jobs" in agent["args"]
     assert {"--region=east", "--zone=sh-1", "--label=tier=a"} <= set(agent["args"])
+    assert {
+        "--exporter=http://dcgm.gpu-operator:9400/metrics",
+        "--exporter=npu-1=http://10.0.0.7:8082/metrics",
+        "--exporter-pods=app=mlu-exporter:30108",
+    } <= set(agent["args"])
     env = _env(agent)
     token = {"secretKeyRef": {"name": "suanpan-member-agent-token", "key": "token"}}
     assert env["SUANPAN_AGENT_TOKEN"] == token

@@ -6,6 +6,7 @@ from federation.scheduling.plugins.constraints import Constraints
 from federation.scheduling.plugins.cost import Cost
 from federation.scheduling.plugins.flavor_availability import FlavorAvailability
 from federation.scheduling.plugins.gang_fit import GangFit
+from federation.scheduling.plugins.live_load import LiveLoad
 from federation.scheduling.plugins.locality import Locality
 from federation.scheduling.plugins.packing import Packing
 from federation.scheduling.plugins.performance import Performance
@@ -27,6 +28,7 @@ DEFAULT_REGISTRY = Registry(
         "locality": Locality,
         "cost": Cost,
         "retry": Retry,
+        "live_load": LiveLoad,
     },
 )
 
@@ -37,6 +39,7 @@ __all__ = [
     "Cost",
     "FlavorAvailability",
     "GangFit",
+    "LiveLoad",
     "Locality",
     "Packing",
     "Performance",

@@ -52,7 +52,14 @@ def test_filters_can_be_switched_off() -> None:
 def test_placed_result_explains_its_scores() -> None:
     result = schedule(snapshot([cluster("a", pool("a", 1))]), [job("j", H100)], now=0)
     placed = result.placed[0]
-    assert set(placed.scores) == {"packing", "performance", "locality", "retry", "total"}
+    assert set(placed.scores) == {
+        "packing",
+        "performance",
+        "locality",
+        "retry",
+        "live_load",
+        "total",
+    }
     assert placed.reason.startswith("a: score ")
 
 
