@@ -58,6 +58,7 @@ from bench.failover import (
     Agents,
     Api,
     Hubs,
+    clear_pods,
     leads,
     setup_tenancy,
     until,
@@ -435,6 +436,8 @@ class Chaos:
                 await proxy.close()
         if self.watch is not None:
             await self.watch.db.close()
+        if self.kube is not None:
+            await clear_pods(self.kube.cs)
         await self.pg.stop()
 
 

@@ -27,6 +27,7 @@ import aiohttp
 
 from bench.results import Figure
 from deploy.fleet import PROFILE_PATH
+from deploy.local.clusters import ClusterState
 from deploy.local.processes import free_ports
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
@@ -254,6 +255,16 @@ async def setup_tenancy(api: Api, clusters: Sequence[str] = CLUSTERS) -> dict[st
         )
         tokens[cluster] = str(issued["token"])
     return tokens
+
+
+async def clear_pods(cs: ClusterState) -> None:
+    """Delete every pod in the tenant namespaces of the real-cluster agents (`KUBE_NAMESPACE`),
+    so that a run leaves the cluster's devices free for whoever uses it next."""
+    async with cs.client() as client:
+        for ns in (await client.get("/api/v1/namespaces"))["items"]:
+            name = ns["metadata"]["name"]
+            if name.startswith(f"{KUBE_NAMESPACE}-"):
+                await client.delete(f"/api/v1/namespaces/{name}/pods?gracePeriodSeconds=0")
 
 
 class Agents:
