@@ -129,6 +129,8 @@ class PodWatch:
                     await self.sample(kc)
                 except (KubeError, aiohttp.ClientError, *DATABASE_DOWN):
                     pass  # the apiserver (or the database) is down: a fault; sampled later
+                except sa.exc.DBAPIError:  # a connection a database restart left unusable
+                    await self.db.engine.dispose()
                 await sleep_unless_stopped(stop, SAMPLE_S)
 
     async def sample(self, kc: KubeClient) -> None:

@@ -85,8 +85,10 @@ class Hubs:
             if proc.returncode is not None:
                 tail = (self.workdir / f"hub-{port}.log").read_text()[-3000:]
                 raise RuntimeError(f"hub {port} exited ({proc.returncode}):\n{tail}")
-            return await _ok(f"http://127.0.0.1:{port}/healthz")
+            return await _ok(f"http://127.0.0.1:{port}/healthz") and await scheduling(port)
 
+        # up once its scheduling process runs too: a replica just restarted is not yet one
+        # that could take over, and takeovers are measured from replicas that could
         await until(f"hub {port} up", up, 60)
 
     async def leader(self) -> int:
@@ -136,14 +138,14 @@ async def _kill_all(procs: dict[Any, asyncio.subprocess.Process]) -> None:
 
 async def _ok(url: str) -> bool:
     try:
-        async with aiohttp.ClientSession() as s, s.get(url) as r:
+        async with aiohttp.ClientSession(timeout=ANSWER_WITHIN) as s, s.get(url) as r:
             return r.status == 200
-    except aiohttp.ClientError:
+    except (aiohttp.ClientError, TimeoutError):
         return False
 
 
-async def leads(port: int) -> bool:
-    """Whether the replica on `port` leads (False when it does not answer within 2 s)."""
+async def _metrics(port: int) -> str:
+    """The replica's /metrics ("" when it does not answer within 2 s)."""
     try:
         async with (
             aiohttp.ClientSession(
@@ -151,9 +153,19 @@ async def leads(port: int) -> bool:
             ) as s,
             s.get(f"http://127.0.0.1:{port}/metrics") as r,
         ):
-            return "suanpan_scheduler_leader 1.0" in await r.text()
+            return await r.text()
     except (aiohttp.ClientError, TimeoutError):
-        return False
+        return ""
+
+
+async def leads(port: int) -> bool:
+    """Whether the replica on `port` leads."""
+    return "suanpan_scheduler_leader 1.0" in await _metrics(port)
+
+
+async def scheduling(port: int) -> bool:
+    """Whether the replica's scheduling process runs (it relays that process's metrics)."""
+    return "suanpan_scheduler_leader " in await _metrics(port)
 
 
 async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: float) -> float:
