@@ -76,6 +76,7 @@ from deploy.local.clusters import (
 from deploy.local.extender import ExtenderProcess
 from deploy.local.processes import free_ports
 from deploy.netproxy import Proxy
+from federation.hubconfig import HealthConfig
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
@@ -102,6 +103,7 @@ LOST = (
     "stop_apiserver",
 )  # faults that can lose a cluster
 BENCH = Path(__file__).resolve().parent
+LEASE_S, RENEW_S = HealthConfig().offline_after_s, HealthConfig().renew_s  # the hubs' defaults
 
 
 @dataclass
@@ -401,12 +403,16 @@ class Chaos:
                 .where(events.c.kind == "Cluster", events.c.reason == "Offline")
             )
         ).all()
+        # a fault cannot lose its cluster before the lease less one renewal (the renewal just
+        # before it): an Offline sooner belongs to an earlier fault of that cluster
+        soonest = LEASE_S - RENEW_S
         for fault in self.applied:
             if fault.kind in LOST:
                 seen = [
                     t.timestamp() - fault.at
                     for name, t in offline
-                    if name == fault.target and 0 <= t.timestamp() - fault.at <= fault.hold + 5
+                    if name == fault.target
+                    and soonest <= t.timestamp() - fault.at <= fault.hold + 5
                 ]
                 if seen:
                     self.report.recovery["detection"].append(min(seen))
