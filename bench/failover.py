@@ -11,13 +11,14 @@ survivor placed (takeover); an agent killed with `kill -9` (its simulated cluste
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import aiohttp
 
 from bench.results import Figure
 from deploy.fleet import PROFILE_PATH
+from deploy.local.clusters import ClusterState
 from deploy.local.processes import free_ports
 from federation.store import migrate
 from federation.store.bootstrap import ensure_admin_token
@@ -37,6 +39,9 @@ ROUNDS = int(os.environ.get("SUANPAN_FAILOVER_ROUNDS", "5"))
 DB_DOWN_S = 5.0
 CLUSTERS = ("dc-beijing", "dc-shenzhen")  # both offer nvidia/H100*
 BIN = Path(sys.executable).parent
+ANSWER_WITHIN = aiohttp.ClientTimeout(total=2)
+CALL_WITHIN = aiohttp.ClientTimeout(total=10)
+KUBE_NAMESPACE = "suanpan-bench"  # prefix of a real-cluster agent's tenant namespaces
 
 
 def _log(path: Path) -> int:
@@ -47,10 +52,12 @@ def _log(path: Path) -> int:
 class Hubs:
     """Hub replicas as processes, restarted on demand."""
 
-    def __init__(self, url: str, workdir: Path) -> None:
+    def __init__(self, url: str, workdir: Path, count: int = 2, args: Sequence[str] = ()) -> None:
         self.db_url = url
         self.workdir = workdir
-        self.ports = free_ports(2)
+        self.ports = free_ports(count)
+        self.args = list(args)  # more `serve` options, e.g. --config
+        self.db_urls: dict[int, str] = {}  # a replica's own DATABASE_URL (default db_url)
         self.procs: dict[int, asyncio.subprocess.Process] = {}
 
     @property
@@ -66,7 +73,8 @@ class Hubs:
             "127.0.0.1",
             "--port",
             str(port),
-            env={**os.environ, "DATABASE_URL": self.db_url},
+            *self.args,
+            env={**os.environ, "DATABASE_URL": self.db_urls.get(port, self.db_url)},
             stdout=log,
             stderr=log,
         )
@@ -77,8 +85,10 @@ class Hubs:
             if proc.returncode is not None:
                 tail = (self.workdir / f"hub-{port}.log").read_text()[-3000:]
                 raise RuntimeError(f"hub {port} exited ({proc.returncode}):\n{tail}")
-            return await _ok(f"http://127.0.0.1:{port}/healthz")
+            return await _ok(f"http://127.0.0.1:{port}/healthz") and await scheduling(port)
 
+        # up once its scheduling process runs too: a replica just restarted is not yet one
+        # that could take over, and takeovers are measured from replicas that could
         await until(f"hub {port} up", up, 60)
 
     async def leader(self) -> int:
@@ -86,7 +96,7 @@ class Hubs:
         found: list[int] = []
 
         async def led() -> bool:
-            found[:] = [p for p in list(self.procs) if await _leads(p)]
+            found[:] = [p for p in list(self.procs) if await leads(p)]
             return bool(found)
 
         await until("a leader", led, 30)
@@ -95,8 +105,26 @@ class Hubs:
     def kill(self, port: int) -> None:
         self.procs.pop(port).send_signal(signal.SIGKILL)
 
+    def signal_all(self, port: int, sig: signal.Signals) -> None:
+        """Send `sig` to the replica and its scheduling process (SIGSTOP freezes both)."""
+        pid = self.procs[port].pid
+        for child in [pid, *children(pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, sig)
+
     async def close(self) -> None:
+        for port in list(self.procs):
+            self.signal_all(port, signal.SIGCONT)  # a frozen replica must be able to die
         await _kill_all(self.procs)
+
+
+def children(pid: int) -> list[int]:
+    """The pids of the processes whose parent is `pid`."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
 
 
 async def _kill_all(procs: dict[Any, asyncio.subprocess.Process]) -> None:
@@ -110,21 +138,34 @@ async def _kill_all(procs: dict[Any, asyncio.subprocess.Process]) -> None:
 
 async def _ok(url: str) -> bool:
     try:
-        async with aiohttp.ClientSession() as s, s.get(url) as r:
+        async with aiohttp.ClientSession(timeout=ANSWER_WITHIN) as s, s.get(url) as r:
             return r.status == 200
-    except aiohttp.ClientError:
+    except (aiohttp.ClientError, TimeoutError):
         return False
 
 
-async def _leads(port: int) -> bool:
+async def _metrics(port: int) -> str:
+    """The replica's /metrics ("" when it does not answer within 2 s)."""
     try:
         async with (
-            aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s,
+            aiohttp.ClientSession(
+                headers={"Authorization": f"Bearer {ADMIN}"}, timeout=ANSWER_WITHIN
+            ) as s,
             s.get(f"http://127.0.0.1:{port}/metrics") as r,
         ):
-            return "suanpan_scheduler_leader 1.0" in await r.text()
-    except aiohttp.ClientError:
-        return False
+            return await r.text()
+    except (aiohttp.ClientError, TimeoutError):
+        return ""
+
+
+async def leads(port: int) -> bool:
+    """Whether the replica on `port` leads."""
+    return "suanpan_scheduler_leader 1.0" in await _metrics(port)
+
+
+async def scheduling(port: int) -> bool:
+    """Whether the replica's scheduling process runs (it relays that process's metrics)."""
+    return "suanpan_scheduler_leader " in await _metrics(port)
 
 
 async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: float) -> float:
@@ -137,8 +178,10 @@ async def until(what: str, check: Callable[[], Awaitable[bool]], timeout_s: floa
     return time.monotonic() - start
 
 
-def manifest(name: str, run_s: int, failover: str) -> dict[str, Any]:
-    """A one-pod job of 8 H100s running `run_s` simulated seconds."""
+def manifest(
+    name: str, run_s: int, failover: str, flavor: str = "nvidia/H100*", count: int = 8
+) -> dict[str, Any]:
+    """A one-pod job of `count` devices of `flavor` running `run_s` (simulated) seconds."""
     return {
         "apiVersion": "suanpan.io/v1",
         "kind": "Job",
@@ -154,7 +197,7 @@ def manifest(name: str, run_s: int, failover: str) -> dict[str, Any]:
                     "resources": {
                         "cpu": "4",
                         "memory": "16Gi",
-                        "accelerators": {"count": 8, "anyOf": [{"flavor": "nvidia/H100*"}]},
+                        "accelerators": {"count": count, "anyOf": [{"flavor": flavor}]},
                     },
                 }
             ],
@@ -174,20 +217,27 @@ class Api:
         for url in self.hubs.urls:
             try:
                 async with (
-                    aiohttp.ClientSession(headers=headers) as s,
+                    aiohttp.ClientSession(headers=headers, timeout=CALL_WITHIN) as s,
                     s.request(method, url + path, **kw) as r,
                 ):
                     if r.status < 500:
                         return await r.json(content_type=None)
-            except aiohttp.ClientError:
+            except (aiohttp.ClientError, TimeoutError):  # down, or frozen: the next one
                 continue
         return None
 
     async def submit(
-        self, name: str, *, key: str = "", run_s: int = 100_000, failover: str = "fast"
+        self,
+        name: str,
+        *,
+        key: str = "",
+        run_s: int = 100_000,
+        failover: str = "fast",
+        **shape: Any,
     ) -> str:
-        """Submit until a hub acknowledges (safe to repeat with an idempotency key)."""
-        body = manifest(name, run_s, failover)
+        """Submit until a hub acknowledges (safe to repeat with an idempotency key); `shape`:
+        `manifest`'s flavor and count."""
+        body = manifest(name, run_s, failover, **shape)
         headers = {"Idempotency-Key": key} if key else {}
         while True:
             reply = await self.call("POST", "/v1/jobs", json=body, headers=headers)
@@ -204,12 +254,12 @@ class Api:
         await self.call("POST", f"/v1/jobs/{job_id}/cancel")
 
 
-async def setup_tenancy(api: Api) -> dict[str, str]:
-    """Tenant `bench` with queue `default`; the agent token of each of `CLUSTERS`."""
+async def setup_tenancy(api: Api, clusters: Sequence[str] = CLUSTERS) -> dict[str, str]:
+    """Tenant `bench` with queue `default`; the agent token of each of `clusters`."""
     await api.call("POST", "/v1/tenants", json={"name": "bench"})
     await api.call("POST", "/v1/tenants/bench/queues", json={"name": "default"})
     tokens = {}
-    for cluster in CLUSTERS:
+    for cluster in clusters:
         issued = await api.call(
             "POST",
             "/v1/tokens",
@@ -219,27 +269,45 @@ async def setup_tenancy(api: Api) -> dict[str, str]:
     return tokens
 
 
-class Agents:
-    """Agent processes over simulated clusters, each given its list of hub addresses."""
+async def clear_pods(cs: ClusterState) -> None:
+    """Delete every pod in the tenant namespaces of the real-cluster agents (`KUBE_NAMESPACE`),
+    so that a run leaves the cluster's devices free for whoever uses it next."""
+    async with cs.client() as client:
+        for ns in (await client.get("/api/v1/namespaces"))["items"]:
+            name = ns["metadata"]["name"]
+            if name.startswith(f"{KUBE_NAMESPACE}-"):
+                await client.delete(f"/api/v1/namespaces/{name}/pods?gracePeriodSeconds=0")
 
-    def __init__(self, urls: dict[str, list[str]], tokens: dict[str, str], workdir: Path) -> None:
+
+class Agents:
+    """Agent processes, each given its list of hub addresses: over a simulated cluster of the
+    profile, or `suanpan-agent` over a real one for the clusters `kubeconfigs` names."""
+
+    def __init__(
+        self,
+        urls: dict[str, list[str]],
+        tokens: dict[str, str],
+        workdir: Path,
+        kubeconfigs: Mapping[str, str] | None = None,
+    ) -> None:
         self.urls, self.tokens, self.workdir = urls, tokens, workdir
+        self.kubeconfigs = dict(kubeconfigs or {})
         self.procs: dict[str, asyncio.subprocess.Process] = {}
 
     async def start(self, cluster: str) -> None:
         log = _log(self.workdir / f"agent-{cluster}.log")
+        if cluster in self.kubeconfigs:
+            backend = [str(BIN / "suanpan-agent"), "--kubeconfig", self.kubeconfigs[cluster]]
+            backend += ["--namespace", KUBE_NAMESPACE]
+        else:
+            backend = [sys.executable, "-m", "deploy.sim_agent", "--simulated", str(PROFILE_PATH)]
+            backend += ["--time-scale", "20"]
         self.procs[cluster] = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "deploy.sim_agent",
+            *backend,
             "--hub",
             ",".join(self.urls[cluster]),
             "--cluster",
             cluster,
-            "--simulated",
-            str(PROFILE_PATH),
-            "--time-scale",
-            "20",
             "--metrics",
             f"127.0.0.1:{free_ports(1)[0]}",
             env={**os.environ, "SUANPAN_AGENT_TOKEN": self.tokens[cluster]},

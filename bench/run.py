@@ -98,6 +98,15 @@ STUDIES = (
         " about 10 min); a fast job running elsewhere within 30 s.",
     ),
     Study(
+        "bench.chaos",
+        "Chaos: seeded faults against real processes and a real cluster",
+        "Two hub replicas, PostgreSQL, agents over two simulated clusters and one over a real"
+        " local Kubernetes cluster, under leader kill -9 / SIGSTOP / database cut, follower"
+        " kills, agent kills, partitions, delays, database restarts and apiserver stops (see"
+        " docs/failover.md). Must: 0 violations. Aims: detection < 10 s, takeover after the"
+        " leader's kill -9 < 5 s, requeue-to-running < 30 s.",
+    ),
+    Study(
         "bench.placement_study",
         "Placement quality on the Alibaba openb trace",
         "Authors' medians (unallocated GPU % at 100 % arrived, default trace): FGD 4.77,"

@@ -10,10 +10,14 @@ from deploy.local.processes import free_ports
 
 
 class Proxy:
-    """Forwards 127.0.0.1:`port` to `target_port` until cut."""
+    """Forwards 127.0.0.1:`port` to `target_port`, or to the unix socket `target_path` (a
+    PostgreSQL server's, say), until cut."""
 
-    def __init__(self, target_port: int, port: int | None = None) -> None:
+    def __init__(
+        self, target_port: int = 0, port: int | None = None, target_path: str = ""
+    ) -> None:
         self.target_port = target_port
+        self.target_path = target_path
         self.port = port or free_ports(1)[0]
         self.delay_s = 0.0  # added before each chunk forwarded
         self.cut_off = False
@@ -53,7 +57,10 @@ class Proxy:
             writer.transport.abort()
             return
         try:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+            if self.target_path:
+                up_reader, up_writer = await asyncio.open_unix_connection(self.target_path)
+            else:
+                up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
         except OSError:
             writer.transport.abort()
             return

@@ -7,10 +7,18 @@ transaction, that this replica's lock connection still holds the leader lock; a 
 takes `FENCE_KEY` exclusively once before it does anything, which waits for any write a deposed
 leader began before the takeover. So a deposed leader's write either commits before the new
 leader starts or is refused (LostLeadership), never interleaves.
+
+A frozen leader (a paused VM, SIGSTOP) keeps its connections open, and so its lock: the lock
+connection therefore runs with `idle_session_timeout` and the leader pings it (`keep_alive`)
+five times as often; frozen for `FROZEN_AFTER_S`, it loses the connection and the lock, and
+another replica takes over. Its write transactions run with
+`idle_in_transaction_session_timeout`, so a transaction it froze in does not keep the new leader
+waiting on the fence either.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import asyncpg
@@ -21,6 +29,7 @@ from federation.store.listener import asyncpg_dsn
 
 LOCK_KEY = 7281002
 FENCE_KEY = LOCK_KEY + 1
+FROZEN_AFTER_S = 5.0  # a leader silent this long on its database loses the lock
 
 _HOLDS = sa.text(
     "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND objid = :key"
@@ -50,13 +59,32 @@ class Leadership:
             return False
         await self._conn.execute("SELECT pg_advisory_lock($1)", FENCE_KEY)
         await self._conn.execute("SELECT pg_advisory_unlock($1)", FENCE_KEY)
+        await self._conn.execute(f"SET idle_session_timeout = {FROZEN_AFTER_S * 1000:.0f}")
         self._pid = self._conn.get_server_pid()
         return True
 
+    async def keep_alive(self) -> None:
+        """Ping the lock connection five times per `FROZEN_AFTER_S` while leading (run as a
+        task; it ends when the connection does), so that only a frozen leader's session times
+        out."""
+        while self._conn is not None and not self._conn.is_closed():
+            try:
+                await self._conn.execute("SELECT 1", timeout=FROZEN_AFTER_S)
+            except (asyncpg.PostgresError, OSError, TimeoutError):
+                return  # the next fence finds the lock gone
+            await asyncio.sleep(FROZEN_AFTER_S / 5)
+
     async def fence(self, conn: AsyncConnection) -> None:
         """First thing in a write transaction: raise LostLeadership unless this replica still
-        leads; a takeover then waits for the transaction to end."""
-        await conn.execute(sa.text("SELECT pg_advisory_xact_lock_shared(:key)"), {"key": FENCE_KEY})
+        leads; a takeover then waits for the transaction to end (or for the session to time out
+        when this replica froze in it)."""
+        await conn.execute(
+            sa.text(
+                "SELECT pg_advisory_xact_lock_shared(:key),"
+                " set_config('idle_in_transaction_session_timeout', :ms, true)"
+            ),
+            {"key": FENCE_KEY, "ms": f"{FROZEN_AFTER_S * 1000:.0f}"},
+        )
         if self._pid is None or not await conn.scalar(_HOLDS, {"key": self._key, "pid": self._pid}):
             raise LostLeadership()
 

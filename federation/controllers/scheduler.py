@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from federation import metrics
-from federation.aio import sleep_unless_stopped
+from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership, LostLeadership
@@ -134,16 +134,11 @@ class SchedulerLoop:
                     continue
                 log.warning("this hub replica leads the scheduling loop")
                 metrics.LEADER.set(1)
-                while not stop.is_set():
-                    changes = await self.check_health()
-                    for change in set(changes) - self._health_said:
-                        log.warning("health: %s", change)
-                    self._health_said = set(changes)
-                    report = await self.cycle()
-                    await self.sample_history()
-                    if report.written.placed or report.written.preempted or report.written.rejected:
-                        log.info("cycle: %s", report)
-                    await self._wait(stop)
+                alive = asyncio.create_task(self.leadership.keep_alive())
+                try:
+                    await self._lead(stop)
+                finally:
+                    await cancel_all([alive])
             except LostLeadership:
                 log.warning("lost leadership; stepping down")
             except DATABASE_DOWN as exc:
@@ -157,6 +152,19 @@ class SchedulerLoop:
                 metrics.LEADER.set(0)
                 if stop.is_set():
                     await self.leadership.release()
+
+    async def _lead(self, stop: asyncio.Event) -> None:
+        """Cycles while leading, until `stop` (LostLeadership when deposed)."""
+        while not stop.is_set():
+            changes = await self.check_health()
+            for change in set(changes) - self._health_said:
+                log.warning("health: %s", change)
+            self._health_said = set(changes)
+            report = await self.cycle()
+            await self.sample_history()
+            if report.written.placed or report.written.preempted or report.written.rejected:
+                log.info("cycle: %s", report)
+            await self._wait(stop)
 
     async def _wait(self, stop: asyncio.Event) -> None:
         if self.listener is None:

@@ -6,6 +6,8 @@
   session end, also when tests fail.
 * `k8s_clusters`: 2 clusters without extender; parametrize it indirectly with
   `{"clusters": N, "extender_url": URL}` for another shape.
+* `extended_clusters`: 2 clusters whose schedulers call `suanpan-extender`, one extender
+  process per cluster (tests may stop and start one; they are stopped at session end).
 * `kc` / `ns`: a client of, and a fresh namespace (emptied and deleted after the test) in, the
   cluster of the requesting module's `stack` fixture (anything with `.cluster`).
 
@@ -19,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +29,9 @@ import pytest
 
 from deploy.local.binaries import BuildError, ensure_binaries
 from deploy.local.clusters import ClustersError, Environment, down, up
+from deploy.local.extender import ExtenderProcess
 from deploy.local.kube import KubeClient, KubeError, wait_for
+from deploy.local.processes import free_ports
 
 ExtenderURL = str | Mapping[str, str] | None
 
@@ -104,6 +109,35 @@ def k8s_clusters(k8s_env_factory: K8sEnvFactory, request: pytest.FixtureRequest)
     """Two running clusters without extender (or the shape given by indirect parametrization)."""
     shape = getattr(request, "param", {})
     return k8s_env_factory(shape.get("clusters", 2), shape.get("extender_url"))
+
+
+@dataclass
+class ExtendedClusters:
+    """Clusters whose schedulers call our extender, and the extender of each."""
+
+    env: Environment
+    extenders: dict[str, ExtenderProcess] = field(default_factory=dict)
+
+
+@pytest.fixture(scope="session")
+def extended_clusters(
+    k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ExtendedClusters]:
+    """Two clusters whose schedulers call `suanpan-extender`, one process per cluster."""
+    names = ("dc-beijing", "dc-shanghai")  # the profile's first two
+    ports = dict(zip(names, free_ports(2), strict=True))
+    env = k8s_env_factory(2, {name: f"http://127.0.0.1:{port}" for name, port in ports.items()})
+    logs = tmp_path_factory.mktemp("extenders")
+    shared = ExtendedClusters(env)
+    for cs in env.clusters:
+        extender = ExtenderProcess(cs.kubeconfig, ports[cs.name], logs / f"{cs.name}.log")
+        extender.start()
+        shared.extenders[cs.name] = extender
+    try:
+        yield shared
+    finally:
+        for extender in shared.extenders.values():
+            extender.stop()
 
 
 @pytest.fixture

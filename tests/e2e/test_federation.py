@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 from asyncio.subprocess import PIPE
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,54 +25,23 @@ import pytest_asyncio
 from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.clusters import ClusterState, Environment
+from deploy.local.extender import ExtenderProcess
 from deploy.local.kube import wait_for
-from deploy.local.processes import free_ports
 from federation.hubconfig import HubConfig, RetryPolicy
 from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
-from tests.e2e.conftest import K8sEnvFactory
+from tests.e2e.conftest import ExtendedClusters
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 ADMIN = "sp_e2e_admin"
 NS = "suanpan-fed"  # the agents' prefix
 ACME = tenant_namespace(NS, "acme")  # where the member token's pods run
-EXTENDER = Path(sys.executable).with_name("suanpan-extender")
 SUANPAN = Path(sys.executable).with_name("suanpan")
 BEIJING, SHANGHAI = "dc-beijing", "dc-shanghai"
 
 
-@dataclass
-class Extender:
-    """One cluster's `suanpan-extender` process (tests stop and restart it)."""
-
-    kubeconfig: str
-    port: int
-    log: Path
-    proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    str(EXTENDER),
-                    "--kubeconfig",
-                    self.kubeconfig,
-                    "--listen",
-                    f"127.0.0.1:{self.port}",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-
-EXTENDERS: dict[str, Extender] = {}
+EXTENDERS: dict[str, ExtenderProcess] = {}
 # short gang timeout and back-off, so a placement the cluster cannot bind is seen failing
 CONFIG = HubConfig(interval_s=0.2, gang_timeout_s=15, retry=RetryPolicy(1, 1, 2))
 
@@ -139,21 +107,10 @@ def manifest(name: str, *tasks: dict[str, Any], priority: str = "normal") -> dic
 
 
 @pytest.fixture(scope="module")
-def environment(
-    k8s_env_factory: K8sEnvFactory, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Environment]:
+def environment(extended_clusters: ExtendedClusters) -> Environment:
     """Two clusters whose schedulers call our extender, one extender process per cluster."""
-    ports = dict(zip((BEIJING, SHANGHAI), free_ports(2), strict=True))
-    env = k8s_env_factory(2, {name: f"http://127.0.0.1:{port}" for name, port in ports.items()})
-    logs = tmp_path_factory.mktemp("extenders")
-    for cs in env.clusters:
-        EXTENDERS[cs.name] = Extender(cs.kubeconfig, ports[cs.name], logs / f"{cs.name}.log")
-        EXTENDERS[cs.name].start()
-    try:
-        yield env
-    finally:
-        for extender in EXTENDERS.values():
-            extender.stop()
+    EXTENDERS.update(extended_clusters.extenders)
+    return extended_clusters.env
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -8,6 +8,7 @@ clusters are exercised by the agent and end-to-end suites.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,10 +16,12 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
+from deploy.local.kube import wait_for
 from federation.catalog import load_catalog
-from federation.controllers import snapshot
-from federation.controllers.leader import LOCK_KEY, LostLeadership
+from federation.controllers import leader, snapshot
+from federation.controllers.leader import LOCK_KEY, Leadership, LostLeadership
 from federation.controllers.scheduler import SchedulerLoop
+from federation.store.database import DATABASE_DOWN
 from federation.store.tables import jobs
 from tests.integration.conftest import Hub
 
@@ -352,6 +355,32 @@ async def test_a_deposed_leader_cannot_write(hub: Hub) -> None:
     _, seen = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
     assert seen["state"] == "Queued"
     assert (await new.cycle()).written.placed == 1
+
+
+async def test_a_frozen_leader_loses_its_lock_and_its_open_write(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A frozen leader (SIGSTOP, a paused VM) keeps its connections open: while it pings its
+    lock connection it keeps leading; once it stops (frozen), the lock connection times out,
+    and so does a write transaction it froze in, so another replica takes over instead of
+    waiting behind the fence forever; the frozen one's transaction is gone when it resumes."""
+    monkeypatch.setattr(leader, "FROZEN_AFTER_S", 1.0)
+    old = await _loop(hub)
+    new = Leadership(hub.db.url)
+    alive = asyncio.create_task(old.leadership.keep_alive())
+    await asyncio.sleep(2.5)
+    assert not await new.acquire()  # pinged: still the leader's
+    alive.cancel()  # frozen from here on
+
+    async def takes_over() -> bool:  # the fence waits for the frozen write's session to end
+        return await asyncio.wait_for(new.acquire(), 10)
+
+    with pytest.raises(DATABASE_DOWN):
+        async with hub.db.transaction() as conn:
+            await old.leadership.fence(conn)  # it froze inside this write
+            await wait_for("another replica leading", takes_over, 5)
+            await conn.execute(sa.text("SELECT 1"))  # resumed: its transaction was ended
+    await new.release()
 
 
 async def test_a_new_leader_gives_every_agent_a_full_lease(hub: Hub) -> None:
