@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -13,6 +14,7 @@ from aiohttp.web_runner import BaseRunner
 
 from api.app import create_app
 from api.security import HubRunner
+from deploy.fleet import Fleet
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.bootstrap import ensure_admin_token
@@ -133,3 +135,21 @@ def stored_job(
         idempotency_key=key,
         request_hash=digest,
     )
+
+
+F = TypeVar("F", bound=Fleet)
+
+
+@asynccontextmanager
+async def serving(db: Database, fleet: F) -> AsyncIterator[F]:
+    """`fleet`'s hub and loop running under the admin token, with tenant acme and its queue
+    default; closed after."""
+    await ensure_admin_token(db, ADMIN_TOKEN)
+    await fleet.start_hub()
+    await fleet.call("POST", "/v1/tenants", json={"name": "acme"})
+    await fleet.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
+    fleet.start_loop()
+    try:
+        yield fleet
+    finally:
+        await fleet.close()

@@ -17,9 +17,8 @@ from cluster_agents.backends.simulated import SimulatedCluster
 from deploy.fleet import Fleet
 from deploy.local.kube import wait_for
 from deploy.local.pki import write_serving_pki
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
-from tests.integration.conftest import ADMIN_TOKEN
+from tests.integration.conftest import ADMIN_TOKEN, serving
 
 pytestmark = pytest.mark.integration
 
@@ -33,14 +32,8 @@ class JobFleet(Fleet):
 
 @pytest.fixture
 async def fleet(db: Database, tmp_path: Path) -> AsyncIterator[JobFleet]:
-    await ensure_admin_token(db, ADMIN_TOKEN)
-    f = JobFleet(db, ADMIN_TOKEN, pki=write_serving_pki(tmp_path / "pki"))  # over mTLS
-    await f.start_hub()
-    await f.call("POST", "/v1/tenants", json={"name": "acme"})
-    await f.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
-    f.start_loop()
-    yield f
-    await f.close()
+    async with serving(db, JobFleet(db, ADMIN_TOKEN, pki=write_serving_pki(tmp_path / "pki"))) as f:
+        yield f
 
 
 def manifest(

@@ -23,10 +23,9 @@ from deploy.fleet import Fleet
 from deploy.local.kube import wait_for
 from deploy.netproxy import Proxy
 from federation.hubconfig import HealthConfig, HubConfig
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.wire.agent import LeaseRenewal, Registration
-from tests.integration.conftest import ADMIN_TOKEN
+from tests.integration.conftest import ADMIN_TOKEN, serving
 from tests.integration.test_agent_flow import manifest
 
 pytestmark = pytest.mark.integration
@@ -37,15 +36,11 @@ FLAVOR = "nvidia/H100*"  # in both dc-beijing and dc-shenzhen
 
 @pytest.fixture
 async def fleet(db: Database) -> AsyncIterator[Fleet]:
-    await ensure_admin_token(db, ADMIN_TOKEN)
     config = HubConfig(interval_s=0.2, gang_timeout_s=600, health=HEALTH)
-    f = Fleet(db, ADMIN_TOKEN, config=config, poll_wait_s=AgentConfig.poll_wait_s)
-    await f.start_hub()
-    await f.call("POST", "/v1/tenants", json={"name": "acme"})
-    await f.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
-    f.start_loop()
-    yield f
-    await f.close()
+    async with serving(
+        db, Fleet(db, ADMIN_TOKEN, config=config, poll_wait_s=AgentConfig.poll_wait_s)
+    ) as f:
+        yield f
 
 
 async def cluster(fleet: Fleet, name: str) -> dict[str, Any]:

@@ -22,28 +22,21 @@ from deploy.local.kube import wait_for
 from deploy.local.pki import write_serving_pki
 from federation.store import agents, replicas
 from federation.store import jobs as job_store
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.clusters import ensure_cluster
 from federation.store.database import Database
 from federation.store.lifecycle import NewPlacement, place_jobs
 from federation.store.tables import events, replica_status
 from federation.wire import annotations as ann
 from federation.wire.agent import Registration, ReplicaFailure, ReplicaStatus, StatusUpdate
-from tests.integration.conftest import ADMIN_TOKEN, store_queue, stored_job
+from tests.integration.conftest import ADMIN_TOKEN, serving, store_queue, stored_job
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 async def fleet(db: Database, tmp_path: Path) -> AsyncIterator[Fleet]:
-    await ensure_admin_token(db, ADMIN_TOKEN)
-    f = Fleet(db, ADMIN_TOKEN, pki=write_serving_pki(tmp_path / "pki"))
-    await f.start_hub()
-    await f.call("POST", "/v1/tenants", json={"name": "acme"})
-    await f.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
-    f.start_loop()
-    yield f
-    await f.close()
+    async with serving(db, Fleet(db, ADMIN_TOKEN, pki=write_serving_pki(tmp_path / "pki"))) as f:
+        yield f
 
 
 def manifest(annotations: dict[str, str], replicas: int = 2, **spec: Any) -> dict[str, Any]:

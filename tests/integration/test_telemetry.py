@@ -14,9 +14,8 @@ import pytest
 from cluster_agents.backends.simulated import Reading, SimulatedCluster
 from deploy.fleet import Fleet
 from deploy.local.kube import wait_for
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
-from tests.integration.conftest import ADMIN_TOKEN
+from tests.integration.conftest import ADMIN_TOKEN, serving
 
 pytestmark = pytest.mark.integration
 
@@ -26,14 +25,8 @@ XID79 = "DCGM_FI_DEV_XID_ERRORS=79"
 
 @pytest.fixture
 async def fleet(db: Database, tmp_path: Path) -> AsyncIterator[Fleet]:
-    await ensure_admin_token(db, ADMIN_TOKEN)
-    f = Fleet(db, ADMIN_TOKEN, telemetry_interval_s=0.3)
-    await f.start_hub()
-    await f.call("POST", "/v1/tenants", json={"name": "acme"})
-    await f.call("POST", "/v1/tenants/acme/queues", json={"name": "default"})
-    f.start_loop()
-    yield f
-    await f.close()
+    async with serving(db, Fleet(db, ADMIN_TOKEN, telemetry_interval_s=0.3)) as f:
+        yield f
 
 
 def manifest(name: str, count: int = 1, fraction: float | None = None) -> dict[str, Any]:
