@@ -211,6 +211,7 @@ async def assignments(
                 preemptible=r.preemptible,
                 gang=compiled.gang,
                 failover=compiled.failover or default_failover,
+                grace_period_seconds=compiled.grace_period_seconds,
                 tasks=assigned_tasks(compiled, r.assignment.get("flavors", {})),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
             )

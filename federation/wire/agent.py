@@ -194,6 +194,9 @@ class Assignment(_Msg):
     preemptible: bool
     gang: bool
     failover: FailoverPolicy = "fast"  # the job's, or the fleet's default
+    # SIGTERM to SIGKILL when its pods are deleted (the job's `checkpoint.gracePeriodSeconds`;
+    # None: the agent's default)
+    grace_period_seconds: int | None = Field(default=None, alias="gracePeriodSeconds")
     tasks: list[AssignedTask]
     hints: list[ReplicaHint] = Field(default_factory=list)
 
