@@ -209,6 +209,7 @@ class Placement:
     flavors: tuple[str, ...]
     replicas: tuple[ReplicaPlacement, ...] = ()
     epoch: int = 0
+    _weight: float | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(
@@ -230,13 +231,17 @@ class Placement:
     def lost_work(self) -> float:
         """What evicting the job now loses: `Job.lost_s` times the devices it holds (milli
         shares count their part), or times its pods when it holds no devices."""
-        devices = pods = 0.0
-        for t, task in enumerate(self.job.tasks):
-            option = self.option(t)
-            pods += task.replicas
-            if option is not None:
-                devices += task.replicas * option.milli_devices / WHOLE
-        return self.job.lost_s * (devices or pods)
+        weight = self._weight
+        if weight is None:  # computed once: victim searches ask often
+            devices = pods = 0.0
+            for t, task in enumerate(self.job.tasks):
+                option = self.option(t)
+                pods += task.replicas
+                if option is not None:
+                    devices += task.replicas * option.milli_devices / WHOLE
+            weight = devices or pods
+            object.__setattr__(self, "_weight", weight)
+        return self.job.lost_s * weight
 
 
 @dataclass(frozen=True, slots=True)
