@@ -146,7 +146,8 @@ class Backfill:
         job, config = ctx.job, self.config
         if not job.gang or not ctx.assignments or job.id in self.state.held:
             return False
-        if self.now - job.created_at < config.reservation_min_wait_s:
+        wait = config.reservation_min_wait_s
+        if wait > 0 and self.now - job.created_at < wait:
             return False
         options = [
             (task, option)
@@ -176,22 +177,28 @@ class Backfill:
         if not ending:
             return None
         with state.trial():
-            # the cycle's preemptions done and earlier reservations running, each taking its
-            # devices as soon as they are free
-            waiting: list[tuple[str, Usage]] = []
+            # this cycle's preemptions here done and earlier reservations here running, each
+            # taking its devices as soon as they are free
+            waiting: dict[int, list[Usage]] = {}
             for preempted in self.preempted:
-                for victim in preempted.victims:
-                    state.evict(victim)
-                waiting += self._occupy(preempted.reservation)
+                if preempted.reservation.cluster == cluster.name:
+                    for victim in preempted.victims:
+                        if victim.cluster == cluster.name:
+                            state.vacate(victim)
+                    self._occupy(preempted.reservation, waiting)
             for hold in self.holds:
-                self._give(hold)
-                waiting += self._occupy(hold.reserved.placement)
+                if hold.cluster == cluster.name:
+                    self._give(hold)
+                    self._occupy(hold.reserved.placement, waiting)
+            self._claim(cluster, waiting, list(waiting))
             gone: list[Placement] = []
             for end, group in groupby(ending, key=lambda e: e[0]):
+                touched = []
                 for _, _, placement in group:
-                    state.evict(placement)
+                    state.vacate(placement)
                     gone.append(placement)
-                waiting = [(c, u) for c, u in waiting if not state.take_free(c, [u])]
+                    touched += [cluster.node_index.get(r.node) for r in placement.replicas]
+                self._claim(cluster, waiting, touched)
                 verdict = fits(ctx, cluster)
                 if verdict.status.ok and verdict.estimate is not None:
                     nodes = {cluster.node_index[r.node] for r in verdict.estimate.replicas}
@@ -207,6 +214,24 @@ class Backfill:
                 if verdict.status.code is Code.UNRESOLVABLE:
                     return None
         return None
+
+    def _occupy(self, placement: Placement, waiting: dict[int, list[Usage]]) -> None:
+        """Take CPU, memory and pods of `placement` now; add its devices to `waiting`."""
+        name = placement.cluster
+        for usage in self.state.clusters[name].usages(placement):
+            self.state.take_free(name, [Usage(usage.node, usage.cpu_milli, usage.memory_mib)])
+            if usage.request is not None:
+                device = Usage(usage.node, 0, 0, usage.model, usage.request, usage.devices, 0)
+                waiting.setdefault(usage.node, []).append(device)
+
+    def _claim(
+        self, cluster: ClusterState, waiting: dict[int, list[Usage]], nodes: Sequence[int | None]
+    ) -> None:
+        """Take the waiting devices of `nodes` that are free now."""
+        for node in set(nodes):
+            found = waiting.get(node) if node is not None else None
+            if node is not None and found:
+                waiting[node] = [u for u in found if not self.state.take_free(cluster.name, [u])]
 
     def _hold(self, ctx: JobContext, found: _Found) -> Reserved:
         cluster, verdict = found.cluster, found.verdict
@@ -237,18 +262,6 @@ class Backfill:
         return reserved
 
     # --- holding -------------------------------------------------------------------------------
-
-    def _occupy(self, placement: Placement) -> list[tuple[str, Usage]]:
-        """Take CPU, memory and pods of `placement` now; its devices, to take once free."""
-        name = placement.cluster
-        waiting = []
-        for usage in self.state.clusters[name].usages(placement):
-            self.state.take_free(name, [Usage(usage.node, usage.cpu_milli, usage.memory_mib)])
-            if usage.request is not None:
-                waiting.append(
-                    (name, Usage(usage.node, 0, 0, usage.model, usage.request, usage.devices, 0))
-                )
-        return waiting
 
     def _take(self, hold: Hold) -> None:
         cluster = self.state.clusters[hold.cluster]

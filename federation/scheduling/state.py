@@ -422,6 +422,22 @@ class State:
 
         Returns the usage freed, which `restore` takes back.
         """
+        given = self._free(placement)
+        self._account(placement, -1)
+        self._log(lambda: self._add(placement, given))
+        return given
+
+    def vacate(self, placement: Placement) -> None:
+        """Free what a placement's replicas hold on their nodes, nothing else (its quota, the
+        indexes and its preemption candidacy stay): capacity as it will be once it ended."""
+        cluster, given = self.clusters[placement.cluster], self._free(placement)
+
+        def undo() -> None:
+            self._take_all(cluster, given)
+
+        self._log(undo)
+
+    def _free(self, placement: Placement) -> list[Usage]:
         cluster = self.clusters[placement.cluster]
         given = []
         for usage in cluster.usages(placement):
@@ -431,8 +447,6 @@ class State:
                 usage = Usage(usage.node, usage.cpu_milli, usage.memory_mib)
                 cluster.give(usage)
             given.append(usage)
-        self._account(placement, -1)
-        self._log(lambda: self._add(placement, given))
         return given
 
     def restore(self, placement: Placement, given: list[Usage]) -> None:
