@@ -56,13 +56,15 @@ class Timing:
     - `checkpoint_s`: every pod checkpoints this often from its start; a victim loses only
       the work since its last checkpoint and restarts from it (None: from scratch).
     - `backfill`: reservations for pods of at least `large_gpus` GPUs (the core's
-      `reservation_min_devices`); their queueing delays are also reported on their own.
+      `reservation_min_devices`), `reservations` of them per cycle (all pods share one queue:
+      the core's `reservations_per_queue`); their queueing delays are reported on their own.
     """
 
     backfill: bool = True
     runtime_factor: float | None = None
     checkpoint_s: float | None = None
     large_gpus: int = 8
+    reservations: int = 1
 
     @property
     def timed(self) -> bool:
@@ -329,6 +331,7 @@ def run_dynamic(
         preemption=preempt,
         backfill=timing.backfill,
         reservation_min_devices=timing.large_gpus,
+        reservations_per_queue=timing.reservations,
     )
     loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names), timing)
     loop.run()
