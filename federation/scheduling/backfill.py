@@ -66,14 +66,16 @@ class _Found:
 class Backfill:
     """The reservations of one cycle and the capacity they hold in its state."""
 
-    def __init__(self, state: State, config: SchedulerConfig, now: float) -> None:
+    def __init__(
+        self, state: State, config: SchedulerConfig, now: float, preempted: list[Preempted]
+    ) -> None:
         self.state = state
         self.config = config
         self.now = now
         self.holds: list[Hold] = []
         self.tried: dict[str, int] = {}  # reservations tried per queue or cohort
         self.notes: dict[str, str] = {}  # per cluster: what is reserved there
-        self.preempted: list[Preempted] = []  # this cycle's preemptions
+        self.preempted = preempted  # the cycle's preemptions so far (the cycle's own list)
 
     # --- jobs that end in time ---------------------------------------------------------------
 

@@ -69,7 +69,7 @@ class _Cycle:
         self.preempted: list[Preempted] = []
         self.pending: list[Pending] = []
         self.rejected: list[Rejected] = []
-        self.backfill = Backfill(self.state, config, now)
+        self.backfill = Backfill(self.state, config, now, self.preempted)
         self.reserved: list[Reserved] = []
 
     def run(self, jobs: Sequence[Job]) -> CycleResult:
@@ -128,9 +128,7 @@ class _Cycle:
             preemption.verdict.assignment,
             estimate.replicas if estimate is not None else (),
         )
-        preempted = Preempted(job, preemption.victims, reservation, preemption.reason)
-        self.preempted.append(preempted)
-        self.backfill.preempted.append(preempted)
+        self.preempted.append(Preempted(job, preemption.victims, reservation, preemption.reason))
 
     def _fit(self, ctx: JobContext) -> dict[str, Verdict] | None:
         """Place the job on the best cluster it fits (None), else every cluster's verdict. A
