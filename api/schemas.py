@@ -305,6 +305,9 @@ class JobOut(_Out):
     updated_at: datetime = Field(alias="updatedAt")
     started_at: datetime | None = Field(alias="startedAt")
     finished_at: datetime | None = Field(alias="finishedAt")
+    checkpointed_at: datetime | None = Field(
+        default=None, alias="checkpointedAt", description="the last checkpoint it reported"
+    )
 
 
 class ReplicaFailureOut(_Out):

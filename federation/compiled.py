@@ -172,6 +172,8 @@ class CompiledJob(_Compiled):
     clusters: tuple[str, ...] = ()
     cluster_selector: dict[str, str] = Field(default_factory=dict, alias="clusterSelector")
     max_runtime_seconds: int | None = Field(default=None, alias="maxRuntimeSeconds")
+    checkpoint_interval_seconds: int | None = Field(default=None, alias="checkpointIntervalSeconds")
+    grace_period_seconds: int | None = Field(default=None, alias="gracePeriodSeconds")
     failover: FailoverPolicy | None = None  # None: the fleet's default (hub configuration)
     # retries in place and what a lost node or cluster does (defaults for jobs stored before)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, alias="failurePolicy")
@@ -214,7 +216,8 @@ class JobFacts:
     priority: int
     preemptible: bool
     created_at: float
-    runtime_s: float = 0.0
+    runtime_s: float = 0.0  # since its current run started (0: not started)
+    since_checkpoint_s: float | None = None  # since the checkpoint it last reported
     avoided_clusters: frozenset[str] = frozenset()  # where its gang recently failed to start
 
 
@@ -230,6 +233,9 @@ def core_job(compiled: CompiledJob, facts: JobFacts, tasks: tuple[Task, ...] | N
         gang=compiled.gang,
         constraints=compiled.constraints(facts.avoided_clusters),
         runtime_s=facts.runtime_s,
+        max_runtime_s=compiled.max_runtime_seconds,
+        checkpoint_interval_s=compiled.checkpoint_interval_seconds,
+        since_checkpoint_s=facts.since_checkpoint_s,
     )
 
 

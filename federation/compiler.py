@@ -238,6 +238,8 @@ def compile_job(catalog: Catalog, manifest: JobManifest) -> CompiledJob:
         clusters=tuple(spec.placement.clusters),
         cluster_selector=dict(spec.placement.cluster_selector),
         max_runtime_seconds=spec.max_runtime_seconds,
+        checkpoint_interval_seconds=spec.checkpoint.interval_seconds if spec.checkpoint else None,
+        grace_period_seconds=spec.checkpoint.grace_period_seconds if spec.checkpoint else None,
         failover=spec.failover,
         failure_policy=spec.failure_policy or FailurePolicy(),
         tasks=tuple(_task(catalog, t, f"spec.tasks[{i}]") for i, t in enumerate(spec.tasks)),

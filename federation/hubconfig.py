@@ -7,6 +7,11 @@ scheduling:
   weights: {packing: 1, performance: 1, locality: 1, balance: 0, cost: 0, retry: 10,
             live_load: 1}  # live_load: clusters whose devices of the flavor are less busy
   preemption: {enabled: true, compareClusters: 3}
+  backfill:                     # reservations for large gangs at the head of their queue
+    enabled: true
+    reservationsPerQueue: 1     # per queue, or per cohort for the queues of one
+    minDevices: 8               # whole devices a gang needs to earn a reservation
+    minWaitSeconds: 0           # and how long it must have waited
   priorityAgingSeconds: 0       # +1 priority per this many seconds waited (0: off)
   maxAssignments: 32            # flavor combinations tried per job and cluster
   flavorOrder: preference       # or fastest
@@ -206,10 +211,18 @@ class _Preemption(_File):
     compare_clusters: int = Field(default=3, ge=0, alias="compareClusters")
 
 
+class _Backfill(_File):
+    enabled: bool = True
+    reservations_per_queue: int = Field(default=1, ge=0, le=100, alias="reservationsPerQueue")
+    min_devices: int = Field(default=8, ge=1, alias="minDevices")
+    min_wait_seconds: Seconds = Field(default=0.0, ge=0, alias="minWaitSeconds")
+
+
 class _Scheduling(_File):
     interval_seconds: Seconds = Field(default=1.0, gt=0, le=60, alias="intervalSeconds")
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     preemption: _Preemption = _Preemption()
+    backfill: _Backfill = _Backfill()
     priority_aging_seconds: Seconds = Field(default=0.0, ge=0, alias="priorityAgingSeconds")
     max_assignments: int = Field(default=32, ge=1, le=4096, alias="maxAssignments")
     flavor_order: Literal["preference", "fastest"] = Field(
@@ -388,6 +401,10 @@ def parse_hub_config(text: str) -> HubConfig:
         preemption=s.preemption.enabled,
         preemption_compare=s.preemption.compare_clusters,
         priority_aging_s=s.priority_aging_seconds,
+        backfill=s.backfill.enabled,
+        reservations_per_queue=s.backfill.reservations_per_queue,
+        reservation_min_devices=s.backfill.min_devices,
+        reservation_min_wait_s=s.backfill.min_wait_seconds,
         max_assignments=s.max_assignments,
         flavor_order=s.flavor_order,
         device_preference=s.device_preference,

@@ -187,6 +187,29 @@ class FailurePolicy(_Strict):
     )
 
 
+MAX_GRACE_SECONDS = 3600
+
+
+class Checkpoint(_Strict):
+    """How the job saves its work: the scheduler prefers evicting jobs that lose least."""
+
+    interval_seconds: int | None = Field(
+        default=None,
+        alias="intervalSeconds",
+        ge=1,
+        le=7 * 86400,
+        description="the job checkpoints this often from its start",
+    )
+    grace_period_seconds: int | None = Field(
+        default=None,
+        alias="gracePeriodSeconds",
+        ge=0,
+        le=MAX_GRACE_SECONDS,
+        description="when evicted, pods get SIGTERM and this long to checkpoint before SIGKILL "
+        "(default: the agent's)",
+    )
+
+
 class JobSpec(_Strict):
     """What to run and under which policy."""
 
@@ -200,6 +223,7 @@ class JobSpec(_Strict):
         default=None, alias="maxRuntimeSeconds", ge=1, le=90 * 86400
     )
     placement: Placement = Placement()
+    checkpoint: Checkpoint | None = None
     failover: FailoverPolicy | None = Field(
         default=None,
         description="when its cluster is lost: fast (requeue at once, may briefly run twice) "

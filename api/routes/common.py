@@ -43,6 +43,7 @@ def job_out(job: Job) -> JobOut:
         updated_at=job.updated_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
+        checkpointed_at=job.checkpointed_at,
     )
 
 

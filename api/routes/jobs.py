@@ -330,6 +330,25 @@ async def cancel_job(call: Call) -> Reply:
 
 
 @API.op(
+    "POST",
+    "/v1/jobs/{job_id}/checkpoint",
+    summary="Report a checkpoint",
+    tag="jobs",
+    roles=WRITERS,
+    response=JobOut,
+    errors=(404, 409),
+)
+async def report_checkpoint(call: Call) -> Reply:
+    """Record that the job has just saved its work (the hub's clock stamps it): preemption
+    then counts only the work done since, so a job that checkpointed is evicted first among
+    equals. Call it from the job (or its launcher) after each checkpoint is durable."""
+    job_id = parse_id("job", call.path("job_id"))
+    async with ctx(call.request).db.transaction() as conn:
+        job = await job_store.checkpointed(conn, job_id, tenant_scope(call.who))
+    return Reply(200, job_out(job))
+
+
+@API.op(
     "GET",
     "/v1/jobs/{job_id}/events",
     summary="List a job's events",

@@ -148,6 +148,7 @@ class Agent:
         self.revision = 0
         self.active: dict[str, Assignment] = {}  # job -> its current Active assignment
         self.released: dict[str, int] = {}  # job -> highest released epoch
+        self.graces: dict[str, int] = {}  # job -> its pods' grace period, when it names one
         self.caught_up = False  # the assignment stream has been read to its end once
         self._reported: dict[tuple[str, int], Said] = {}  # what was last sent per placement
         self._sent: dict[str, NodeInfo] = {}
@@ -265,12 +266,10 @@ class Agent:
                 del self.active[job]
                 self.released[job] = max(self.released.get(job, 0), assignment.epoch)
                 self.lease_stopped.add(job)
-        doomed = [
-            p.name for p in self.backend.pods() if p.job not in self.active and not p.deleting
-        ]
+        doomed = [p for p in self.backend.pods() if p.job not in self.active and not p.deleting]
         if doomed:
             try:
-                await self.backend.delete_pods(doomed, self.config.grace_seconds)
+                await self._delete(doomed)
             except Exception as exc:  # retried at the next renewal period
                 log.warning("cannot stop exclusive pods: %s", exc)
 
@@ -345,6 +344,8 @@ class Agent:
 
     def _take(self, item: Assignment) -> None:
         job = str(item.job)
+        if item.grace_period_seconds is not None:
+            self.graces[job] = item.grace_period_seconds
         if item.state == "Active":
             if item.epoch > self.released.get(job, 0) and (
                 job not in self.active or self.active[job].epoch <= item.epoch
@@ -427,7 +428,7 @@ class Agent:
         if self.caught_up:
             fenced = self._expired([p for p in pods if p.name not in wanted and not p.deleting])
             if fenced:
-                await self.backend.delete_pods(fenced, self.config.grace_seconds)
+                await self._delete(fenced)
         lift = gates_to_lift(wanted, pods)
         if lift:
             await self.backend.ungate_pods(lift)
@@ -444,7 +445,16 @@ class Agent:
                 await self.backend.write_rank_table(namespace, mount, content)
                 self._tables[(namespace, mount)] = content
 
-    def _expired(self, fenced: list[PodStatus]) -> list[str]:
+    async def _delete(self, pods: list[PodStatus]) -> None:
+        """Delete pods, each with its job's grace period (SIGTERM, then SIGKILL after it: the
+        time a job has to checkpoint), else the agent's."""
+        by_grace: dict[int, list[str]] = defaultdict(list)
+        for pod in pods:
+            by_grace[self.graces.get(pod.job, self.config.grace_seconds)].append(pod.name)
+        for grace, names in sorted(by_grace.items()):
+            await self.backend.delete_pods(names, grace)
+
+    def _expired(self, fenced: list[PodStatus]) -> list[PodStatus]:
         """The fenced pods to delete now: running ones at once, finished ones (kept for their
         logs) once `keep_finished_s` has passed since the agent first saw them fenced."""
         now = self.backend.now()
@@ -456,7 +466,7 @@ class Agent:
                 since = self._finished.setdefault(pod.name, now)
                 if now - since < self.config.keep_finished_s:
                     continue
-            doomed.append(pod.name)
+            doomed.append(pod)
         return doomed
 
     async def _report(self, pods: list[PodStatus]) -> None:
@@ -502,3 +512,4 @@ class Agent:
             self._reported[(str(u.job), u.epoch)] = _said(u)
             if u.state == "Evicted" and self.released.get(str(u.job)) == u.epoch:
                 del self.released[str(u.job)]  # torn down and acknowledged: nothing left to do
+                self.graces.pop(str(u.job), None)

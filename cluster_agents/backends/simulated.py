@@ -99,6 +99,7 @@ class _Pod:
     gated: bool = False
     ip: str = ""  # its address, given when it is created
     exit_code: int | None = None  # once its container ended
+    leaving: float | None = None  # deleted: removed at this time (after SIGTERM, in its grace)
 
 
 @dataclass
@@ -203,6 +204,7 @@ class SimulatedCluster:
                 message=p.message,
                 created_at=p.created,
                 gated=p.gated,
+                deleting=p.leaving is not None,
                 host_ip=self._nodes[p.node].ip if p.node in self._nodes else "",
                 pod_ip=p.ip if p.phase == "Running" else "",
                 devices=p.devices,
@@ -244,12 +246,25 @@ class SimulatedCluster:
         self.rank_tables[(namespace, mount.config_map)] = content
 
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
-        """Remove pods at once, freeing what they held (and rank tables no pod mounts)."""
+        """Remove pods, freeing what they held (and rank tables no pod mounts): at once, or,
+        for a running workload that takes `STOP_SECONDS` to stop after SIGTERM, once it has
+        stopped or its grace period ends, whichever comes first."""
         self._reach()
+        now = self.now()
         for name in names:
-            pod = self._pods.pop(name, None)
-            if pod is not None:
-                self._free(pod)
+            pod = self._pods.get(name)
+            if pod is None or pod.leaving is not None:
+                continue
+            stop_s = float(pod.spec.annotations.get(ann.STOP_SECONDS, 0))
+            pod.leaving = now + min(stop_s, grace_seconds) if pod.phase == "Running" else now
+        self._remove_left(now)
+
+    def _remove_left(self, now: float) -> None:
+        """Remove the deleted pods whose time has come."""
+        for name in [
+            n for n, p in self._pods.items() if p.leaving is not None and p.leaving <= now
+        ]:
+            self._free(self._pods.pop(name))
         mounted = {
             (p.spec.namespace, p.spec.rank_table.config_map)
             for p in self._pods.values()
@@ -354,7 +369,9 @@ class SimulatedCluster:
 
     def _step(self) -> None:
         now = self.now()
-        changed = False
+        changed = any(p.leaving is not None and p.leaving <= now for p in self._pods.values())
+        if changed:
+            self._remove_left(now)
         pending = sorted(
             (p for p in self._pods.values() if p.phase == "Pending" and not p.node and not p.gated),
             key=lambda p: (-p.spec.priority, p.created, p.spec.name),

@@ -69,16 +69,17 @@ class SchedulerLoop:
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
         start = time.perf_counter()
+        now = time.time()  # one instant for run times and the core: expected ends stay put
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             read = await snapshot.read(
-                conn, self.catalog, now=time.time(), cache=self._compiled, fleet_cache=self._fleet
+                conn, self.catalog, now=now, cache=self._compiled, fleet_cache=self._fleet
             )
         read_done = time.perf_counter()
         held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
         result = await asyncio.to_thread(
-            schedule, snap, read.pending, now=time.time(), config=self.config.core
+            schedule, snap, read.pending, now=now, config=self.config.core
         )
         core_done = time.perf_counter()
         async with self.db.transaction() as conn:

@@ -281,6 +281,15 @@ async def _gang_failures(
     return {job_id: frozenset(names) for job_id, names in found.items()}
 
 
+def _run_time(row: Any, now: float) -> float:
+    """How long a running job's current run has run: since its first start or, after a
+    requeue, since its current placement (the run started no earlier); 0 unless Running."""
+    if row.state != "Running" or row.started_at is None:
+        return 0.0
+    placed_at = getattr(row, "placed_at", None)
+    return max(0.0, now - max(_seconds(row.started_at), _seconds(placed_at)))
+
+
 HEAD = 2500  # jobs at the head of the queue every cycle considers
 WINDOW = 2500  # jobs behind the head a cycle considers, rotating through the rest
 
@@ -337,6 +346,7 @@ async def read(
             jobs.c.epoch,
             jobs.c.queued_at,
             jobs.c.started_at,
+            jobs.c.checkpointed_at,
             jobs.c.reason,
             jobs.c.pending_reasons,
             jobs.c.cluster_id,
@@ -348,10 +358,12 @@ async def read(
     )
     held_rows = (
         await conn.execute(
-            base.join(
+            base.add_columns(placements.c.created_at.label("placed_at"))
+            .join(
                 placements,
                 sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
-            ).where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
+            )
+            .where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
         )
     ).all()
     pending_rows = await _pending_rows(conn, base, cache)
@@ -367,7 +379,10 @@ async def read(
             priority=row.priority,
             preemptible=row.preemptible,
             created_at=_seconds(row.queued_at),
-            runtime_s=max(0.0, now - _seconds(row.started_at)) if row.started_at else 0.0,
+            runtime_s=_run_time(row, now),
+            since_checkpoint_s=(
+                max(0.0, now - _seconds(row.checkpointed_at)) if row.checkpointed_at else None
+            ),
             avoided_clusters=avoided.get(row.id, frozenset()),
         )
         result.refs[facts.id] = JobRef(

@@ -7,28 +7,31 @@ For each pending job in `ordering` order: run the filters on every cluster (thro
 assigner), score the clusters that pass and place the job on the best one (the state then
 holds it, so later jobs see the capacity taken). A job that fits nowhere is rejected when every
 cluster answers unresolvable, may preempt when preemption is enabled, or stays pending with
-the reason of each cluster.
+the reason of each cluster; a large gang that stays pending may get a reservation that later
+jobs backfill around (`backfill.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from federation.scheduling.backfill import Backfill
 from federation.scheduling.decisions import (
     CycleResult,
     Pending,
     Placed,
     Preempted,
     Rejected,
+    Reserved,
     unresolvable_everywhere,
 )
 from federation.scheduling.flavors import FlavorAssigner, Verdict, assignments
 from federation.scheduling.framework import Candidate, JobContext, Registry, SchedulerConfig
-from federation.scheduling.model import Assignment, Job, Placement, ReplicaPlacement, Snapshot
+from federation.scheduling.model import Job, Placement, Snapshot
 from federation.scheduling.ordering import PendingOrder
 from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.preemption import find_preemption
-from federation.scheduling.state import State
+from federation.scheduling.state import ClusterState, State
 from federation.scheduling.status import Code, Status, unresolvable
 
 DEFAULT_CONFIG = SchedulerConfig()
@@ -45,8 +48,9 @@ def schedule(
 ) -> CycleResult:
     """Decide, for every pending job, place / preempt / leave pending / reject, with reasons.
 
-    `now` (seconds, injected) only feeds priority aging (`config.priority_aging_s`); the core
-    reads no clock. The snapshot is never modified.
+    `now` (seconds, injected) feeds priority aging (`config.priority_aging_s`) and the
+    expected ends of running jobs (reservations, `backfill.py`); the core reads no clock. The
+    snapshot is never modified.
     """
     return _Cycle(snapshot, config, registry, now).run(pending)
 
@@ -65,6 +69,8 @@ class _Cycle:
         self.preempted: list[Preempted] = []
         self.pending: list[Pending] = []
         self.rejected: list[Rejected] = []
+        self.backfill = Backfill(self.state, config, now, self.preempted)
+        self.reserved: list[Reserved] = []
 
     def run(self, jobs: Sequence[Job]) -> CycleResult:
         ledger = self.state.quota
@@ -76,7 +82,11 @@ class _Cycle:
         for job in order:
             self._decide(job)
         return CycleResult(
-            tuple(self.placed), tuple(self.preempted), tuple(self.pending), tuple(self.rejected)
+            tuple(self.placed),
+            tuple(self.preempted),
+            tuple(self.pending),
+            tuple(self.rejected),
+            tuple(self.reserved),
         )
 
     def _aged_priority(self, job: Job) -> int:
@@ -94,37 +104,77 @@ class _Cycle:
         ctx = JobContext(job, state, self.config, assignments(job, self.config))
         with state.trial() as trial:
             state.unhold(job.id)  # capacity held for this job is free for it
-            verdicts = {name: self.fits(ctx, c) for name, c in state.clusters.items()}
-            fitting = [
-                Candidate(state.clusters[name], v.assignment, v.estimate)
-                for name, v in verdicts.items()
-                if v.status.ok and v.assignment is not None
-            ]
-            if fitting:
-                self._place(ctx, fitting)
+            verdicts = self._fit(ctx)
+            if verdicts is None:
                 trial.keep()
                 return
             reasons = {name: v.status for name, v in verdicts.items()}
             if unresolvable_everywhere(reasons):
                 self.rejected.append(Rejected(job, reasons))
                 return
+            helpable = [state.clusters[n] for n, v in verdicts.items() if self._helps(v)]
             preemption = None
             if self.config.preemption:
-                helpable = [state.clusters[n] for n, v in verdicts.items() if self._helps(v)]
                 preemption = find_preemption(ctx, helpable, self.fits)
         if preemption is None or preemption.verdict.assignment is None:
-            self.pending.append(Pending(job, reasons))
+            self._wait(ctx, reasons, helpable)
             return
         for victim in preemption.victims:
             state.mark_preempting(victim.job.id)
         estimate = preemption.verdict.estimate
-        reservation = _placement(
+        reservation = Placement.of(
             job,
             preemption.cluster,
             preemption.verdict.assignment,
             estimate.replicas if estimate is not None else (),
         )
         self.preempted.append(Preempted(job, preemption.victims, reservation, preemption.reason))
+
+    def _fit(self, ctx: JobContext) -> dict[str, Verdict] | None:
+        """Place the job on the best cluster it fits (None), else every cluster's verdict. A
+        job that ends in time may use what reservations starting after it hold."""
+        state, backfill = self.state, self.backfill
+        passable = backfill.passable(ctx.job)
+        if not passable:
+            return self._fit_now(ctx)
+        with state.trial() as trial:
+            before = backfill.release(passable)
+            verdicts = self._fit_now(ctx)
+            if verdicts is None:
+                backfill.retake(passable, before)
+                trial.keep()
+        return verdicts
+
+    def _fit_now(self, ctx: JobContext) -> dict[str, Verdict] | None:
+        state = self.state
+        verdicts = {name: self.fits(ctx, c) for name, c in state.clusters.items()}
+        fitting = [
+            Candidate(state.clusters[name], v.assignment, v.estimate)
+            for name, v in verdicts.items()
+            if v.status.ok and v.assignment is not None
+        ]
+        if not fitting:
+            return verdicts
+        self._place(ctx, fitting)
+        return None
+
+    def _wait(
+        self, ctx: JobContext, reasons: dict[str, Status], helpable: list[ClusterState]
+    ) -> None:
+        """Leave the job pending, with a reservation if it earns one."""
+        reserved = None
+        if self.config.backfill:
+            reserved = self.backfill.reserve(ctx, helpable, self.fits)
+        if reserved is not None:
+            cluster = reserved.placement.cluster
+            status = reasons[cluster]
+            reasons[cluster] = Status(
+                status.code, f"{status.reason}; {reserved.reason}", status.plugin
+            )
+            self.reserved.append(reserved)
+        elif self.backfill.notes:
+            reasons = self.backfill.annotate(reasons)
+        self.pending.append(Pending(ctx.job, reasons))
 
     def _helps(self, verdict: Verdict) -> bool:
         """Whether evicting jobs could change this cluster's answer."""
@@ -138,7 +188,7 @@ class _Cycle:
         )
         chosen = fitting[best]
         estimate = chosen.estimate
-        placement = _placement(
+        placement = Placement.of(
             ctx.job,
             chosen.cluster.name,
             chosen.assignment,
@@ -160,10 +210,3 @@ class _Cycle:
             if task.accelerators is not None and not task.accelerators.options:
                 return f"task {task.name}: no accelerator flavor to choose from"
         return ""
-
-
-def _placement(
-    job: Job, cluster: str, assignment: Assignment, replicas: tuple[ReplicaPlacement, ...]
-) -> Placement:
-    flavors = tuple(o.flavor if o is not None else "" for o in assignment)
-    return Placement(job, cluster, flavors, replicas)

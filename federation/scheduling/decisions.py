@@ -1,4 +1,5 @@
-"""What a cycle decides: placed, preempted, pending (with a reason per cluster), rejected."""
+"""What a cycle decides: placed, preempted, pending (with a reason per cluster, and the
+reservations of some), rejected."""
 
 from __future__ import annotations
 
@@ -36,6 +37,23 @@ class Preempted:
 
 
 @dataclass(frozen=True, slots=True)
+class Reserved:
+    """A waiting gang's reservation: where it is expected to run (`placement`: node and devices
+    per replica) from `start`, when the running jobs it waits for end at the latest by their
+    `max_runtime_s` (`relies_on`). Recomputed every cycle; lower-ranked jobs may use the
+    capacity only if they end by `start`."""
+
+    placement: Placement
+    start: float
+    relies_on: tuple[str, ...]
+
+    @property
+    def reason(self) -> str:
+        """The reservation in words."""
+        return f"reserved on {self.placement.cluster}, expected start {self.start:.0f}"
+
+
+@dataclass(frozen=True, slots=True)
 class Pending:
     """A job left waiting, with the first failing filter per cluster."""
 
@@ -70,6 +88,7 @@ class CycleResult:
     preempted: tuple[Preempted, ...] = ()
     pending: tuple[Pending, ...] = ()
     rejected: tuple[Rejected, ...] = ()
+    reserved: tuple[Reserved, ...] = ()  # of jobs in `pending`
 
     def pending_reason(self, job_id: str, cluster: str) -> Status | None:
         """The status that kept `job_id` out of `cluster`, if it is pending."""

@@ -46,6 +46,10 @@ class SchedulerConfig:
     device_preference: Preference = "pack"
     price_label: str = "suanpan.io/price"  # cluster label: price of one device-hour
     priority_aging_s: float = 0.0  # order only: +1 priority per this many seconds waited (0: off)
+    backfill: bool = True  # large gangs that wait get reservations; others backfill around them
+    reservations_per_queue: int = 1  # per queue, or per cohort for the queues of one
+    reservation_min_devices: int = 8  # whole devices a gang needs to earn a reservation
+    reservation_min_wait_s: float = 0.0  # and how long it must have waited
 
 
 @dataclass(frozen=True, slots=True)

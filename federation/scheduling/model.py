@@ -9,6 +9,7 @@ Quota resources are strings: `"cpu"` (milli-CPU), `"memory"` (MiB), a flavor key
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -162,7 +163,29 @@ class Job:
     created_at: float = 0.0  # seconds, injected by the shell
     gang: bool = True
     constraints: Constraints = Constraints()
-    runtime_s: float = 0.0  # run time so far (running jobs): what an eviction loses
+    runtime_s: float = 0.0  # run time so far (running jobs), up to `now`
+    # the longest it runs (None: unknown, never ending for the reservation estimates)
+    max_runtime_s: float | None = None
+    checkpoint_interval_s: float | None = None  # it checkpoints this often from its start
+    since_checkpoint_s: float | None = None  # seconds since the checkpoint it last reported
+
+    @property
+    def lost_s(self) -> float:
+        """Seconds of work an eviction now loses: since the latest checkpoint known (one every
+        `checkpoint_interval_s` from the start, or the reported one), else since the start."""
+        lost = self.runtime_s
+        if self.checkpoint_interval_s:
+            lost = lost % self.checkpoint_interval_s
+        if self.since_checkpoint_s is not None:
+            lost = min(lost, max(self.since_checkpoint_s, 0.0))
+        return lost
+
+    def ends_at(self, now: float) -> float:
+        """When the job is expected to end at the latest, if it started `runtime_s` before
+        `now` (inf: no `max_runtime_s`); a job past its limit ends `now`."""
+        if self.max_runtime_s is None:
+            return math.inf
+        return max(now - self.runtime_s + self.max_runtime_s, now)
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +209,16 @@ class Placement:
     flavors: tuple[str, ...]
     replicas: tuple[ReplicaPlacement, ...] = ()
     epoch: int = 0
+    _weight: float | None = field(default=None, init=False, repr=False, compare=False)
+
+    @classmethod
+    def of(
+        cls, job: Job, cluster: str, assignment: Assignment, replicas: tuple[ReplicaPlacement, ...]
+    ) -> Placement:
+        """`job` on `cluster` with the flavors of `assignment` ("" for a task without)."""
+        return cls(
+            job, cluster, tuple(o.flavor if o is not None else "" for o in assignment), replicas
+        )
 
     def option(self, task: int) -> FlavorOption | None:
         """The flavor option task `task` runs with (None for a task without accelerators)."""
@@ -193,6 +226,22 @@ class Placement:
         if accelerators is None or not self.flavors[task]:
             return None
         return accelerators.option_for(self.flavors[task])
+
+    @property
+    def lost_work(self) -> float:
+        """What evicting the job now loses: `Job.lost_s` times the devices it holds (milli
+        shares count their part), or times its pods when it holds no devices."""
+        weight = self._weight
+        if weight is None:  # computed once: victim searches ask often
+            devices = pods = 0.0
+            for t, task in enumerate(self.job.tasks):
+                option = self.option(t)
+                pods += task.replicas
+                if option is not None:
+                    devices += task.replicas * option.milli_devices / WHOLE
+            weight = devices or pods
+            object.__setattr__(self, "_weight", weight)
+        return self.job.lost_s * weight
 
 
 @dataclass(frozen=True, slots=True)

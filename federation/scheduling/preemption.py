@@ -1,17 +1,18 @@
 """Victim search: when a job fits nowhere, which running jobs to evict, and where.
 
-Candidates are whole jobs placed before this cycle (gangs leave whole), preemptible, of lower
-priority than the preemptor, or of equal priority in another queue of the cohort that is
-borrowing quota the preemptor's queue is entitled to (Kueue's reclaimWithinCohort), and that
-free something the preemptor needs.
+Candidates are whole jobs placed before this cycle (gangs leave whole), preemptible, not counted
+on by a reservation of this cycle (`backfill.py`), of lower priority than the preemptor, or of
+equal priority in another queue of the cohort that is borrowing quota the preemptor's queue is
+entitled to (Kueue's reclaimWithinCohort), and that free something the preemptor needs.
 
 Per cluster: a bound from summaries (free devices plus the devices candidates hold, per node)
 rules out clusters where even evicting every candidate could not help. Otherwise candidates
 are evicted node by node, cheapest node first, skipping nodes where clearing them would not
 make room for any replica, until the job fits (if it never does, nothing is evicted: never
 evict for a job that would still not fit); then each victim is put back, most expensive
-first, if the job still fits without evicting it. Across clusters the cheapest
-victim set wins: lowest top victim priority, then fewest victims, then least run time lost.
+first, if the job still fits without evicting it. Across clusters the cheapest victim set
+wins: lowest top victim priority, then least work lost (device-seconds since each victim's
+last checkpoint, `Placement.lost_work`), then fewest victims.
 
 Every dry run happens in a `State.trial()`, so the state is unchanged after each search. A
 search that found nothing is remembered for the rest of the cycle: later jobs come in
@@ -31,7 +32,7 @@ from federation.scheduling.quota import QuotaLedger
 from federation.scheduling.room import Room
 from federation.scheduling.state import ClusterState, Usage
 
-Cost = tuple[int, int, float, int]  # top victim priority, victims, run time lost, cluster order
+Cost = tuple[int, float, int, int]  # top victim priority, work lost, victims, cluster order
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,10 +47,10 @@ class Preemption:
     @property
     def reason(self) -> str:
         """Why these victims, in numbers."""
-        top, count, lost, _ = self.cost
+        top, lost, count, _ = self.cost
         return (
             f"{self.cluster}: evicting {count} job(s) of priority <= {top} "
-            f"({lost:.0f}s run time lost) lets the job fit"
+            f"({lost:.0f} device-seconds of work lost since their checkpoints) lets the job fit"
         )
 
 
@@ -149,6 +150,7 @@ def candidates(ctx: JobContext, cluster: ClusterState, scope: Scope) -> list[Pla
         for p in near
         if p.job.preemptible
         and p.job.id not in state.preempting
+        and p.job.id not in state.pinned
         and p.job.id not in state.fresh
         and p.job.id != job.id
         and (
@@ -161,7 +163,7 @@ def candidates(ctx: JobContext, cluster: ClusterState, scope: Scope) -> list[Pla
 
 
 def _victim_cost(p: Placement) -> tuple[int, float, str]:
-    return (p.job.priority, p.job.runtime_s, p.job.id)
+    return (p.job.priority, p.lost_work, p.job.id)
 
 
 def _same_quota(ledger: QuotaLedger, queue: str, other: str) -> bool:
@@ -186,11 +188,11 @@ def _reclaims(ctx: JobContext, victim_queue: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class _Pool:
     """A cluster's candidates for jobs alike, grouped by node, with a lower bound on the cost
-    of any victim set from them: (lowest priority, 1 victim, least run time at it)."""
+    of any victim set from them: (lowest priority, least work lost at it, 1 victim)."""
 
     key: Hashable
     groups: list[_Group]
-    bound: tuple[int, int, float]
+    bound: tuple[int, float, int]
 
 
 def _candidate_groups(ctx: JobContext, cluster: ClusterState, scope: Scope) -> _Pool:
@@ -208,10 +210,9 @@ def _candidate_groups(ctx: JobContext, cluster: ClusterState, scope: Scope) -> _
     pool: _Pool | None = cluster.fit_cache.get(key)
     if pool is None:
         victims = candidates(ctx, cluster, scope)
-        bound = (0, 1, 0.0)
-        if victims:
-            top = victims[0].job.priority  # candidates come cheapest first
-            bound = (top, 1, min(v.job.runtime_s for v in victims if v.job.priority == top))
+        bound = (0, 0.0, 1)
+        if victims:  # candidates come cheapest first: the first one loses least at its priority
+            bound = (victims[0].job.priority, victims[0].lost_work, 1)
         pool = cluster.fit_cache[key] = _Pool(key, _node_groups(cluster, victims), bound)
     return pool
 
@@ -231,7 +232,11 @@ def _search(
         freed: list[tuple[Placement, list[Usage]]] = []
         fitted = False
         for group in pool.groups:
-            victims = [v for v in group.victims if v.job.id not in state.preempting]
+            victims = [
+                v
+                for v in group.victims
+                if v.job.id not in state.preempting and v.job.id not in state.pinned
+            ]
             if not victims or not _frees_a_replica(ctx, cluster, group):
                 continue
             freed.extend((victim, state.evict(victim)) for victim in victims)
@@ -254,8 +259,8 @@ def _search(
     needed.reverse()
     cost = (
         max(v.job.priority for v in needed),
+        sum(v.lost_work for v in needed),
         len(needed),
-        sum(v.job.runtime_s for v in needed),
         cluster.order,
     )
     return Preemption(cluster.name, tuple(needed), verdict, cost)
@@ -270,12 +275,12 @@ class _Group:
     victims: list[Placement]
     held: dict[str, int]  # flavor -> devices the victims hold on `node`
 
-    def cost(self) -> tuple[int, int, float, str]:
+    def cost(self) -> tuple[int, float, int, str]:
         victims = self.victims
         return (
             max(p.job.priority for p in victims),
+            sum(p.lost_work for p in victims),
             len(victims),
-            sum(p.job.runtime_s for p in victims),
             victims[0].job.id,
         )
 

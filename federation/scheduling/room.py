@@ -41,7 +41,7 @@ class Room:
         """Give back what `usage` holds here (devices only if they are held as it says)."""
         self.cpu += usage.cpu_milli
         self.memory += usage.memory_mib
-        self.pods += 1
+        self.pods += usage.pods
         if usage.request is not None:
             with suppress(DeviceConflict):
                 self.devices[usage.model] = release(

@@ -32,7 +32,8 @@ FIT_CACHE_LIMIT = 50_000  # entries of stale versions are dropped past this many
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """What one replica takes on one node (`request` None: no devices)."""
+    """What one replica takes on one node (`request` None: no devices); a hold of part of a
+    node's capacity may take no pod."""
 
     node: int
     cpu_milli: int
@@ -40,6 +41,7 @@ class Usage:
     model: str = ""
     request: DeviceRequest | None = None
     devices: tuple[int, ...] = ()
+    pods: int = 1
 
 
 class NodeState:
@@ -244,7 +246,7 @@ class ClusterState:
             self._swap(n, usage.model, before, after)
         n.cpu_free -= usage.cpu_milli
         n.memory_free -= usage.memory_mib
-        n.pods_free -= 1
+        n.pods_free -= usage.pods
         if n.node.ready:
             self.cpu_free -= usage.cpu_milli
         self._touch(n)
@@ -258,7 +260,7 @@ class ClusterState:
             self._swap(n, usage.model, before, after)
         n.cpu_free += usage.cpu_milli
         n.memory_free += usage.memory_mib
-        n.pods_free += 1
+        n.pods_free += usage.pods
         if n.node.ready:
             self.cpu_free += usage.cpu_milli
         self._touch(n)
@@ -351,6 +353,7 @@ class State:
         # per cluster: how many preemptible placements there are of each priority
         self.preemptible: dict[str, dict[int, int]] = {name: {} for name in self.clusters}
         self.preempting: set[str] = set(snapshot.preempting)
+        self.pinned: set[str] = set()  # placed jobs a reservation counts on: never victims
         self.fresh: set[str] = set()  # placed in this cycle
         self.held: dict[str, list[tuple[str, Usage]]] = {}  # reservations by holding job id
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
@@ -394,6 +397,10 @@ class State:
         if self._undo:
             self._undo[-1].append(undo)
 
+    def on_undo(self, undo: Callable[[], None]) -> None:
+        """Call `undo` if the innermost open trial is undone (for state kept outside)."""
+        self._log(undo)
+
     # --- changes ---------------------------------------------------------------------------
 
     def place(self, placement: Placement) -> None:
@@ -415,6 +422,22 @@ class State:
 
         Returns the usage freed, which `restore` takes back.
         """
+        given = self._free(placement)
+        self._account(placement, -1)
+        self._log(lambda: self._add(placement, given))
+        return given
+
+    def vacate(self, placement: Placement) -> None:
+        """Free what a placement's replicas hold on their nodes, nothing else (its quota, the
+        indexes and its preemption candidacy stay): capacity as it will be once it ended."""
+        cluster, given = self.clusters[placement.cluster], self._free(placement)
+
+        def undo() -> None:
+            self._take_all(cluster, given)
+
+        self._log(undo)
+
+    def _free(self, placement: Placement) -> list[Usage]:
         cluster = self.clusters[placement.cluster]
         given = []
         for usage in cluster.usages(placement):
@@ -424,8 +447,6 @@ class State:
                 usage = Usage(usage.node, usage.cpu_milli, usage.memory_mib)
                 cluster.give(usage)
             given.append(usage)
-        self._account(placement, -1)
-        self._log(lambda: self._add(placement, given))
         return given
 
     def restore(self, placement: Placement, given: list[Usage]) -> None:
@@ -458,6 +479,23 @@ class State:
             self.clusters[cluster].give(usage)
         if held:
             self._log(lambda: self._rehold(job_id, held))
+
+    def take_free(self, cluster: str, usages: list[Usage]) -> list[Usage]:
+        """Take the usages whose devices are free (the others are skipped); returns those."""
+        state = self.clusters[cluster]
+        taken = self._take_all(state, usages, skip_conflicts=True)
+        self._log(lambda: self._give_all(state, taken))
+        return taken
+
+    def give_back(self, cluster: str, usages: list[Usage]) -> None:
+        """Undo `take_free`, which returned `usages`."""
+        state = self.clusters[cluster]
+        self._give_all(state, usages)
+
+        def undo() -> None:
+            self._take_all(state, usages)
+
+        self._log(undo)
 
     def mark_preempting(self, job_id: str) -> None:
         """Record that a placed job is being evicted (not a victim candidate any more)."""

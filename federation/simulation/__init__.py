@@ -1,6 +1,6 @@
 """Trace simulator: the openb loader, the FGD paper's protocol, replays and their metrics."""
 
-from federation.simulation.dynamic import DynamicResult, run_dynamic
+from federation.simulation.dynamic import DynamicResult, Timing, run_dynamic
 from federation.simulation.hub import Hub, split_round_robin
 from federation.simulation.metrics import Curves, Trajectory, discretize
 from federation.simulation.multicluster import TwoLevelPlacer
@@ -19,6 +19,7 @@ __all__ = [
     "Placer",
     "ReplayOutcome",
     "SeedRun",
+    "Timing",
     "TraceNode",
     "TracePod",
     "Trajectory",

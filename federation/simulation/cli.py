@@ -1,7 +1,8 @@
 """`sim openb ...`: replay the openb trace under a placement policy and print the paper's metrics.
 
     sim openb [--nodes FILE] [--pods FILE] [--policy NAME] [--seeds 42-51] [--clusters K]
-              [--workers N] [--json] [--dynamic [--overload X] [--no-preemption]]
+              [--workers N] [--json] [--dynamic [--overload X] [--no-preemption]
+              [--no-backfill] [--runtime-factor F] [--checkpoint-seconds S] [--large-gpus N]]
 
 Default files come from `$SUANPAN_OPENB_DIR`, else `../shared/data/openb` next to the repo.
 """
@@ -21,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from federation.nodeplacement import DEFAULT_POLICY, POLICY_NAMES
-from federation.simulation.dynamic import run_dynamic
+from federation.simulation.dynamic import Timing, run_dynamic
 from federation.simulation.study import SeedRun, run_seed
 from federation.simulation.trace import load_nodes, load_pods
 
@@ -69,6 +70,20 @@ def _parser() -> argparse.ArgumentParser:
         "--overload", type=float, help="dynamic: arrivals ask this many times the capacity"
     )
     openb.add_argument("--no-preemption", action="store_true", help="dynamic: never preempt")
+    openb.add_argument(
+        "--no-backfill", action="store_true", help="dynamic: no reservations for large pods"
+    )
+    openb.add_argument(
+        "--runtime-factor",
+        type=float,
+        help="dynamic: pods declare their lifetime times this as maxRuntimeSeconds",
+    )
+    openb.add_argument(
+        "--checkpoint-seconds", type=float, help="dynamic: pods checkpoint this often"
+    )
+    openb.add_argument(
+        "--large-gpus", type=int, default=8, help="dynamic: GPUs of a pod that earns reservations"
+    )
     return parser
 
 
@@ -128,6 +143,12 @@ def main(argv: Sequence[str]) -> int:
             preempt=not args.no_preemption,
             clusters=args.clusters,
             overload=args.overload,
+            timing=Timing(
+                backfill=not args.no_backfill,
+                runtime_factor=args.runtime_factor,
+                checkpoint_s=args.checkpoint_seconds,
+                large_gpus=args.large_gpus,
+            ),
         )
         result.update(run.summary())
     else:

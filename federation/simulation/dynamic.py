@@ -8,8 +8,11 @@ leave, the real core (`schedule()`, the hub's default configuration, preemption 
 runs over the head of the queue (`HEAD` pods by priority then arrival, as the hub reads a head)
 with the running pods as placements and the preemptors' reservations; the node policy then
 binds each placed pod inside its cluster. Victims leave at once and go back to the queue with
-their original arrival time (restarting from scratch); the core runs again at the same instant
-so that the preemptor takes its reservation.
+their original arrival time (restarting from scratch, or from their last checkpoint); the core
+runs again at the same instant so that the preemptor takes its reservation.
+
+`Timing` says what the core learns about time: run time limits (the trace lifetime times a
+factor; without them no reservation is made), periodic checkpoints, reservations on or off.
 
 The trace's own pace leaves the cluster almost idle (it offers 0.2 % of the GPU-seconds its 149
 days hold; a few very long pods carry most of the work and most pods live minutes), so arrival
@@ -43,6 +46,32 @@ PREEMPTION_ROUNDS = 4  # cycles at one instant while the core preempts
 HORIZON_S = 3 * 3600.0  # overload: arrivals span this long
 
 
+@dataclass(frozen=True)
+class Timing:
+    """What the replay tells the core about time.
+
+    - `runtime_factor`: each pod declares its trace lifetime times this as `max_runtime_s`
+      (1: exact; users overestimate, so above 1 is realistic); None: no limits, so running
+      pods never end for the estimates and no reservation is made.
+    - `checkpoint_s`: every pod checkpoints this often from its start; a victim loses only
+      the work since its last checkpoint and restarts from it (None: from scratch).
+    - `backfill`: reservations for pods of at least `large_gpus` GPUs (the core's
+      `reservation_min_devices`), `reservations` of them per cycle (all pods share one queue:
+      the core's `reservations_per_queue`); their queueing delays are reported on their own.
+    """
+
+    backfill: bool = True
+    runtime_factor: float | None = None
+    checkpoint_s: float | None = None
+    large_gpus: int = 8
+    reservations: int = 1
+
+    @property
+    def timed(self) -> bool:
+        """Whether running pods' run times matter to the core (limits or checkpoints)."""
+        return self.runtime_factor is not None or self.checkpoint_s is not None
+
+
 @dataclass
 class _Run:
     pod: int
@@ -67,12 +96,14 @@ class DynamicResult:
     preempted: dict[str, int] = field(default_factory=dict)
     lost_gpu_hours: float = 0.0
     fragmentation: list[float] = field(default_factory=list)  # fragmented share of all GPUs
+    large_delays: list[float] = field(default_factory=list)  # pods of >= Timing.large_gpus
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers for the CLI and the benchmark."""
         out: dict[str, Any] = {"preemptions": self.preemptions, "never_started": self.never_started}
         out["lost_gpu_hours"] = round(self.lost_gpu_hours, 1)
-        for name, series in (("delay", self.delays), ("jct", self.completions)):
+        delays = {**self.delays, "large": self.large_delays}
+        for name, series in (("delay", delays), ("jct", self.completions)):
             for cls, values in series.items():
                 arr = np.array(values) if values else np.zeros(1)
                 for q in (50, 95, 99):
@@ -161,15 +192,29 @@ class _Loop:
         arrivals: Sequence[float],
         config: SchedulerConfig,
         frag_model: FragModel,
+        timing: Timing = Timing(),
     ) -> None:
         self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
+        self.timing = timing
         self.reqs = [pod_request(p) for p in pods]
         self.prio = [PRIORITY.get(p.qos, 1) for p in pods]
+        factor = timing.runtime_factor
         self.jobs = [
-            hub.job(PodJob(str(k), self.prio[k], self.prio[k] == 0, arrivals[k]), self.reqs[k])
+            hub.job(
+                PodJob(
+                    str(k),
+                    self.prio[k],
+                    self.prio[k] == 0,
+                    arrivals[k],
+                    lifetime(pods[k]) * factor if factor is not None else None,
+                    timing.checkpoint_s,
+                ),
+                self.reqs[k],
+            )
             for k in range(len(pods))
         ]
+        self.saved = [0.0] * len(pods)  # work kept by checkpoints across preemptions
         self.pending: dict[int, None] = {}  # pods waiting (a set in insertion order)
         self.reserved: dict[str, Placement] = {}  # preemptors' reservations by job id
         self.events: list[tuple[float, int, int]] = []  # (time, 0 finish / 1 arrive, run or pod)
@@ -192,7 +237,7 @@ class _Loop:
         self.runs[run] = _Run(k, where, self.hub.placement(self.jobs[k], where), now)
         self.running[self.jobs[k].id] = run
         self.started.setdefault(k, now)
-        heapq.heappush(self.events, (now + lifetime(self.pods[k]), 0, run))
+        heapq.heappush(self.events, (now + lifetime(self.pods[k]) - self.saved[k], 0, run))
 
     def stop(self, run: int) -> int:
         r = self.runs.pop(run)
@@ -203,12 +248,14 @@ class _Loop:
     def cycle(self, now: float) -> bool:
         """One cycle of the core over the head of the queue; True if it preempted."""
         head = sorted(self.pending, key=lambda k: (-self.prio[k], self.arrivals[k], k))[:HEAD]
+        running = [r.placement for r in self.runs.values()]
+        if self.timing.timed:  # the core reads how long each has run
+            running = [
+                replace(r.placement, job=replace(r.placement.job, runtime_s=now - r.start))
+                for r in self.runs.values()
+            ]
         result = self.hub.cycle(
-            [self.jobs[k] for k in head],
-            self.config,
-            now,
-            [r.placement for r in self.runs.values()],
-            list(self.reserved.values()),
+            [self.jobs[k] for k in head], self.config, now, running, list(self.reserved.values())
         )
         for placed in result.placed:
             k = int(placed.placement.job.id)
@@ -222,7 +269,10 @@ class _Loop:
             for victim in preempted.victims:
                 run = self.running[victim.job.id]
                 k = self.runs[run].pod
-                self.lost_milli_s += self.reqs[k].gpu_milli * (now - self.runs[run].start)
+                ran = now - self.runs[run].start
+                lost = ran % self.timing.checkpoint_s if self.timing.checkpoint_s else ran
+                self.saved[k] += ran - lost
+                self.lost_milli_s += self.reqs[k].gpu_milli * lost
                 self.pending[self.stop(run)] = None
                 self.preemptions += 1
                 self.preempted[self.prio[k]] += 1
@@ -259,10 +309,12 @@ def run_dynamic(
     preempt: bool = True,
     clusters: int = 1,
     overload: float | None = None,
+    timing: Timing = Timing(),
 ) -> DynamicResult:
     """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
     `clusters` member clusters; with `overload`, the trace repeated asks that many times the
-    fleet's capacity (`overload_arrivals`) instead of the offered `load`."""
+    fleet's capacity (`overload_arrivals`) instead of the offered `load`; `timing`: run time
+    limits, checkpoints and reservations."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
@@ -274,13 +326,22 @@ def run_dynamic(
         arrivals = arrival_times(timed, pool.total_milli, load)
     else:
         timed, arrivals = overload_arrivals(timed, pool.total_milli, overload)
-    config = replace(DEFAULT_CONFIG, preemption=preempt)
-    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names))
+    config = replace(
+        DEFAULT_CONFIG,
+        preemption=preempt,
+        backfill=timing.backfill,
+        reservation_min_devices=timing.large_gpus,
+        reservations_per_queue=timing.reservations,
+    )
+    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names), timing)
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
     completions: dict[str, list[float]] = {c: [] for c in CLASSES}
+    large: list[float] = []
     for k, t in loop.started.items():
         delays[CLASSES[loop.prio[k]]].append(t - arrivals[k])
+        if loop.reqs[k].gpu_milli >= timing.large_gpus * WHOLE:
+            large.append(t - arrivals[k])
     for k, t in loop.finished.items():
         completions[CLASSES[loop.prio[k]]].append(t - arrivals[k])
     return DynamicResult(
@@ -295,4 +356,5 @@ def run_dynamic(
         preempted=dict(zip(CLASSES, loop.preempted, strict=True)),
         lost_gpu_hours=loop.lost_milli_s / WHOLE / 3600,
         fragmentation=loop.fragmentation,
+        large_delays=large,
     )

@@ -54,6 +54,8 @@ class PodJob:
     priority: int = 0
     preemptible: bool = True
     created_at: float = 0.0
+    max_runtime_s: float | None = None
+    checkpoint_interval_s: float | None = None
 
 
 class Hub:
@@ -95,6 +97,8 @@ class Hub:
             priority=meta.priority,
             preemptible=meta.preemptible,
             created_at=meta.created_at,
+            max_runtime_s=meta.max_runtime_s,
+            checkpoint_interval_s=meta.checkpoint_interval_s,
         )
 
     def placement(self, job: Job, where: Where) -> Placement:

@@ -213,6 +213,7 @@ async def assignments(
                 gang=compiled.gang,
                 failover=compiled.failover or default_failover,
                 failure_policy=compiled.failure_policy,
+                grace_period_seconds=compiled.grace_period_seconds,
                 tasks=assigned_tasks(compiled, r.assignment.get("flavors", {})),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
             )

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from federation.errors import Conflict, FieldError, InvalidInput, NotFound
 from federation.store.lifecycle import (
     INSERT_QUEUED_JOBS,
+    TERMINAL_JOB_STATES,
     may_move,
     move_job,
     release_placements,
@@ -310,6 +311,25 @@ async def cancel(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID 
         raise Conflict(f"job already {state}; nothing to cancel", state=state)
     await release_placements(conn, job_id)
     return await transition(conn, job_id, "Cancelled", reason="Cancelled", tenant_id=tenant_id)
+
+
+async def checkpointed(
+    conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | None
+) -> Job:
+    """Record that the job saved a checkpoint now (the database's clock); a finished job
+    has no run to save."""
+    query = sa.select(jobs.c.state).where(jobs.c.id == job_id)
+    if tenant_id is not None:
+        query = query.where(jobs.c.tenant_id == tenant_id)
+    state = await conn.scalar(query)
+    if state is None:
+        raise NotFound("job", str(job_id))
+    if state in TERMINAL_JOB_STATES:
+        raise Conflict(f"job already {state}; no run to checkpoint", state=state)
+    await conn.execute(
+        sa.update(jobs).where(jobs.c.id == job_id).values(checkpointed_at=sa.func.now())
+    )
+    return await get(conn, job_id)
 
 
 async def job_events(

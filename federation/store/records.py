@@ -86,6 +86,7 @@ class Job:
     queued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    checkpointed_at: datetime | None
     created_at: datetime
     updated_at: datetime
 

@@ -230,6 +230,8 @@ jobs = Table(
     Column("queued_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     Column("started_at", DateTime(timezone=True), nullable=True),
     Column("finished_at", DateTime(timezone=True), nullable=True),
+    # the last checkpoint the job reported (POST /v1/jobs/{id}/checkpoint): preemption cost
+    Column("checkpointed_at", DateTime(timezone=True), nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     _created(),
     UniqueConstraint("tenant_id", "idempotency_key"),

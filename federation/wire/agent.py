@@ -195,6 +195,9 @@ class Assignment(_Msg):
     gang: bool
     failover: FailoverPolicy = "fast"  # the job's, or the fleet's default
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, alias="failurePolicy")
+    # SIGTERM to SIGKILL when its pods are deleted (the job's `checkpoint.gracePeriodSeconds`;
+    # None: the agent's default)
+    grace_period_seconds: int | None = Field(default=None, alias="gracePeriodSeconds")
     tasks: list[AssignedTask]
     hints: list[ReplicaHint] = Field(default_factory=list)
 

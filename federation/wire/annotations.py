@@ -29,6 +29,8 @@ ACCELERATOR_NODES = PREFIX + "accelerator-nodes"  # task annotation "allow": CPU
 RUN_SECONDS = PREFIX + "run-seconds"  # simulated workloads: run this long, then succeed
 FAIL_REASON = PREFIX + "fail-reason"  # simulated workloads: fail with this reason
 EXIT_CODE = PREFIX + "exit-code"  # ... and this exit code (default 137 for OOMKilled, else 1)
+# simulated workloads: after SIGTERM, take this long to checkpoint and exit (at most the grace)
+STOP_SECONDS = PREFIX + "stop-seconds"
 
 # annotations written by the extender at bind
 DEVICES = PREFIX + "devices"  # exact device indices on the bound node, e.g. "0,1,2,3"

@@ -514,3 +514,53 @@ async def test_every_queued_job_is_considered_within_a_bounded_number_of_cycles(
     for job_id in ids:
         _, why = await hub.call("GET", f"/v1/jobs/{job_id}/explain", user)
         assert why["clusters"] and "next scheduling cycle" not in why["summary"], job_id
+
+
+async def test_run_limits_and_checkpoints_reach_the_core_and_the_agent(hub: Hub) -> None:
+    user = await hub.tenant_with_queue("acme")
+    other = await hub.tenant_with_queue("other")
+    agent = await _agent(hub, "east", [_node("n1"), _node("n2")])
+    checkpoint = {"intervalSeconds": 600, "gracePeriodSeconds": 90}
+    _, first = await hub.call(
+        "POST",
+        "/v1/jobs",
+        user,
+        json=_job("first", 1, 8, maxRuntimeSeconds=3600, checkpoint=checkpoint),
+    )
+    loop = await _loop(hub)
+    await loop.cycle()
+    _, batch = await hub.call("GET", "/v1/agent/assignments", agent, params={"after": "0"})
+    assert [i["gracePeriodSeconds"] for i in batch["items"]] == [90]
+    await _status(hub, agent, first, "Running")
+    used = [_node(n["node"], used=8) for n in batch["items"][0]["hints"]]
+    free = [_node(n) for n in ("n1", "n2") if n not in {u["name"] for u in used}]
+    await hub.call(
+        "POST",
+        "/v1/agent/inventory",
+        agent,
+        json={"generation": 2, "full": True, "nodes": used + free},
+    )
+
+    status, reported = await hub.call("POST", f"/v1/jobs/{first['id']}/checkpoint", user)
+    assert status == 200 and reported["checkpointedAt"] is not None
+    assert (await hub.call("POST", f"/v1/jobs/{first['id']}/checkpoint", other))[0] == 404
+    async with hub.db.transaction() as conn:
+        read = await snapshot.read(conn, load_catalog(), now=datetime.now(UTC).timestamp())
+    (running,) = read.snapshot.placements
+    job = running.job
+    assert (job.max_runtime_s, job.checkpoint_interval_s) == (3600, 600)
+    assert job.since_checkpoint_s is not None and 0 <= job.since_checkpoint_s < 60
+    assert 0 <= job.runtime_s < 60
+
+    # a gang of both nodes waits for "first" to end; a job without a limit may not backfill
+    _, gang = await hub.call("POST", "/v1/jobs", user, json=_job("gang", 2, 8))
+    _, late = await hub.call("POST", "/v1/jobs", user, json=_job("late", 1, 8))
+    await loop.cycle()
+    _, gang = await hub.call("GET", f"/v1/jobs/{gang['id']}", user)
+    assert gang["state"] == "Queued" and "reserved on east, expected start" in gang["reason"]
+    _, late = await hub.call("GET", f"/v1/jobs/{late['id']}", user)
+    assert late["state"] == "Queued" and f"capacity reserved for job {gang['id']}" in late["reason"]
+
+    await hub.call("POST", f"/v1/jobs/{first['id']}/cancel", user)
+    status, problem = await hub.call("POST", f"/v1/jobs/{first['id']}/checkpoint", user)
+    assert status == 409, problem

@@ -17,7 +17,7 @@ from cluster_agents.agent.render import render
 from cluster_agents.backends.k8s_render import owner_reference, render_pod
 from cluster_agents.kube.pods import pod_demand
 from federation.catalog import load_catalog
-from federation.compiled import CompiledJob, quota_charge
+from federation.compiled import CompiledJob, JobFacts, core_job, quota_charge
 from federation.compiler import CompileError, cpu_milli, memory_mib
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import COMPUTE, CPU, MEMORY
@@ -227,3 +227,24 @@ def test_the_failure_policy_is_compiled_with_its_defaults_and_survives_storage()
     assert CompiledJob.model_validate(stored) == strict
     del stored["failurePolicy"]
     assert CompiledJob.model_validate(stored).failure_policy == plain.failure_policy
+
+
+def test_run_time_and_checkpoint_reach_the_core_job() -> None:
+    task = {"name": "w", "image": "x", "resources": {"accelerators": {"anyOf": [{"flavor": H100}]}}}
+    form = compiled(
+        CATALOG,
+        [task],
+        maxRuntimeSeconds=3600,
+        checkpoint={"intervalSeconds": 600, "gracePeriodSeconds": 90},
+    )
+    assert (form.checkpoint_interval_seconds, form.grace_period_seconds) == (600, 90)
+    facts = JobFacts("j", "t/q", 0, True, 0.0, runtime_s=700, since_checkpoint_s=30)
+    job = core_job(form, facts)
+    assert (job.max_runtime_s, job.checkpoint_interval_s, job.since_checkpoint_s) == (
+        3600,
+        600,
+        30,
+    )
+    assert job.lost_s == 30
+    bare = core_job(compiled(CATALOG, [task]), facts)
+    assert bare.max_runtime_s is None and bare.checkpoint_interval_s is None

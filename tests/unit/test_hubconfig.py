@@ -23,6 +23,7 @@ scheduling:
   intervalSeconds: 0.5
   weights: {packing: 2, performance: 1, locality: 0, retry: 5}
   preemption: {enabled: false, compareClusters: 0}
+  backfill: {enabled: false, reservationsPerQueue: 3, minDevices: 16, minWaitSeconds: 120}
   priorityAgingSeconds: 60
   maxAssignments: 8
   flavorOrder: fastest
@@ -47,6 +48,9 @@ def test_every_field_is_read() -> None:
         "retry": 5,
     }
     assert config.core.preemption is False and config.core.preemption_compare == 0
+    assert config.core.backfill is False and config.core.reservations_per_queue == 3
+    assert config.core.reservation_min_devices == 16
+    assert config.core.reservation_min_wait_s == 120
     assert config.core.priority_aging_s == 60 and config.core.max_assignments == 8
     assert (config.core.flavor_order, config.core.device_preference) == ("fastest", "spread")
     assert (config.health.not_ready_after_s, config.health.offline_after_s) == (5, 10)
@@ -71,6 +75,7 @@ def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None
     [
         ("scheduling: {weights: {nope: 1}}", "nope"),
         ("scheduling: {preemption: {enabled: 'off'}}", "scheduling.preemption.enabled"),
+        ("scheduling: {backfill: {minDevices: 0}}", "scheduling.backfill.minDevices"),
         ("scheduling: {maxAssignments: 0}", "scheduling.maxAssignments"),
         ("gang: {timeoutSeconds: -1}", "gang.timeoutSeconds"),
         ("gang: {timeout: 3}", "gang.timeout"),

@@ -116,3 +116,25 @@ def test_wrong_types_and_hostile_strings_are_refused(task: dict[str, Any]) -> No
 def test_api_and_wire_models_are_strict(model: type[BaseModel], body: str) -> None:
     with pytest.raises(ValidationError):
         model.model_validate_json(body, strict=True)
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "field"),
+    [
+        ({"intervalSeconds": 0}, "intervalSeconds"),
+        ({"gracePeriodSeconds": -1}, "gracePeriodSeconds"),
+        ({"gracePeriodSeconds": 3601}, "gracePeriodSeconds"),
+        ({"gracePeriodSeconds": "30"}, "gracePeriodSeconds"),
+        ({"every": 5}, "every"),
+    ],
+)
+def test_bad_checkpoint_fields_are_refused_with_their_path(
+    checkpoint: dict[str, Any], field: str
+) -> None:
+    import json
+
+    doc = json.loads(_manifest())
+    doc["spec"]["checkpoint"] = checkpoint
+    with pytest.raises(ValidationError) as caught:
+        JobManifest.model_validate_json(json.dumps(doc), strict=True)
+    assert [e["loc"] for e in caught.value.errors()] == [("spec", "checkpoint", field)]

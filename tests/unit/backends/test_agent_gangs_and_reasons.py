@@ -92,3 +92,28 @@ async def test_the_agent_sends_again_when_the_reason_or_message_changes() -> Non
     await agent._report([status("a", gated=False, reason="Unschedulable", message=other)])
     sent = [(u.state, u.reason, u.message) for r in hub.reports for u in r.updates]
     assert sent == [("Applied", "Unschedulable", NO_FIT), ("Applied", "Unschedulable", other)]
+
+
+class Pods:
+    """A backend that records what the agent deletes, and with which grace period."""
+
+    def __init__(self) -> None:
+        self.deleted: list[tuple[list[str], int]] = []
+
+    def now(self) -> float:
+        return 10.0
+
+    async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
+        self.deleted.append((sorted(names), grace_seconds))
+
+
+async def test_pods_are_deleted_with_their_jobs_grace_period() -> None:
+    backend = Pods()
+    agent = Agent(AgentConfig("c", grace_seconds=30), backend, CATALOG, Hub())  # type: ignore[arg-type]
+    task = {**WORKER, "replicas": 1}
+    patient = assignment(CATALOG, [task], {"worker": "huawei/Ascend910B3"}, job=JOB, epoch=2)
+    agent._take(patient.model_copy(update={"grace_period_seconds": 300, "state": "Released"}))
+    other = "00000000-0000-0000-0000-000000000002"
+    pods = [status("a"), status("b"), PodStatus("c", other, 1, "worker", 0, "Running")]
+    await agent._delete(pods)
+    assert backend.deleted == [(["c"], 30), (["a", "b"], 300)]

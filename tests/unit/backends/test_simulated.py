@@ -4,10 +4,12 @@ nodes exactly as their node exclusions say."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
 from federation.podtemplate import PodTemplate
+from federation.wire import annotations as ann
 from tests.unit.backends.k8s_objects import CATALOG
 
 GPU_LABELS = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.memory": "81559"}
@@ -59,3 +61,31 @@ def test_an_exclusion_with_values_only_excludes_those_values() -> None:
     assert rule.excludes({"suanpan.io/vendor": "nvidia"})
     assert not rule.excludes({"suanpan.io/vendor": "none"})
     assert not rule.excludes({})
+
+
+async def test_a_deleted_pod_stops_within_its_grace_period() -> None:
+    """A workload that needs 20 s to checkpoint after SIGTERM leaves after 20 s with a 30 s
+    grace, after 5 s with a 5 s grace (SIGKILL), and a plain one leaves at once."""
+    clock = [0.0]
+    sim = SimulatedCluster(
+        CATALOG,
+        [SimNodeSpec("cpu-0", {}, {"cpu": "64", "memory": "256Gi"})],
+        clock=lambda: clock[0],
+    )
+    slow = {ann.STOP_SECONDS: "20"}
+    pods = [
+        replace(_pod("patient", ()), annotations=slow),
+        replace(_pod("killed", ()), annotations=slow),
+        _pod("plain", ()),
+    ]
+    await sim.create_pods(pods)
+    sim._step()  # bind
+    for pod in sim._pods.values():
+        pod.phase = "Running"
+    await sim.delete_pods(["patient", "plain"], 30)
+    await sim.delete_pods(["killed"], 5)
+    assert {p.name: p.deleting for p in sim.pods()} == {"patient": True, "killed": True}
+    for now, left in ((4.9, {"patient", "killed"}), (5, {"patient"}), (20, set())):
+        clock[0] = now
+        sim._step()
+        assert {p.name for p in sim.pods()} == left

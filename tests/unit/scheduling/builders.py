@@ -98,6 +98,9 @@ def job(
     cpu: int = 1000,
     memory: int = GIB,
     runtime_s: float = 0.0,
+    max_runtime_s: float | None = None,
+    checkpoint_interval_s: float | None = None,
+    since_checkpoint_s: float | None = None,
     constraints: Constraints | None = None,
 ) -> Job:
     """A one-task job asking `count` devices of any of `flavors` (none: CPU only)."""
@@ -121,6 +124,9 @@ def job(
         gang=gang,
         constraints=constraints or Constraints(),
         runtime_s=runtime_s,
+        max_runtime_s=max_runtime_s,
+        checkpoint_interval_s=checkpoint_interval_s,
+        since_checkpoint_s=since_checkpoint_s,
     )
 
 

@@ -164,3 +164,79 @@ def test_jobs_placed_in_this_cycle_are_never_victims() -> None:
     ctx = JobContext(lender_job, earlier, SchedulerConfig(), ctx.assignments)
     found = find_preemption(ctx, [earlier.clusters["a"]], fits)
     assert found is not None and [v.job.id for v in found.victims] == ["b"]
+
+
+# --- checkpoint-aware cost ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("runtime", "interval", "since", "lost"),
+    [
+        (3600, None, None, 3600),  # no checkpoint: everything since the start
+        (3700, 1800, None, 100),  # one every 30 minutes from the start: the last at 3600
+        (3600, None, 60, 60),  # the last one reported a minute ago
+        (3700, 1800, 500, 100),  # the later of the two counts
+        (3700, 1800, 20, 20),
+        (100, None, 500, 100),  # a report from before this run started: since the start
+    ],
+)
+def test_work_lost_counts_from_the_latest_checkpoint(
+    runtime: float, interval: float | None, since: float | None, lost: float
+) -> None:
+    j = job("j", H100, runtime_s=runtime, checkpoint_interval_s=interval, since_checkpoint_s=since)
+    assert j.lost_s == lost
+
+
+def test_lost_work_is_weighted_by_devices_or_pods() -> None:
+    four = Placement(job("g", H100, count=2, replicas=2, runtime_s=10), "a", (H100,))
+    assert four.lost_work == 40
+    share = Placement(job("s", H100, milli=250, runtime_s=100), "a", (H100,))
+    assert share.lost_work == 25
+    cpu = Placement(job("c", replicas=3, runtime_s=10), "a", ("",))
+    assert cpu.lost_work == 30
+
+
+def test_a_victim_that_just_checkpointed_is_preferred() -> None:
+    running = [
+        (job("fresh", H100, count=8, priority=1, runtime_s=600), "a"),
+        (job("saved", H100, count=8, priority=1, runtime_s=7200, since_checkpoint_s=30), "b"),
+        (
+            job("periodic", H100, count=8, priority=1, runtime_s=3610, checkpoint_interval_s=1800),
+            "c",
+        ),
+    ]
+    fleet = [cluster(c, pool(c, 1)) for c in "abc"]
+    config = SchedulerConfig(preemption_compare=0)
+    result = schedule(
+        snapshot(fleet, running=running),
+        [job("hi", H100, count=8, priority=9)],
+        now=0,
+        config=config,
+    )
+    assert victims(result) == ["periodic"]  # 10 s lost x 8 devices, against 30 s and 600 s
+    assert "80 device-seconds of work lost" in result.preempted[0].reason
+
+
+def test_more_victims_are_preferred_when_they_lose_less_work() -> None:
+    running = [
+        (job("big", H100, count=8, priority=1, runtime_s=3600), "a"),
+        (job("half1", H100, count=4, priority=1, runtime_s=3600, since_checkpoint_s=5), "b"),
+        (job("half2", H100, count=4, priority=1, runtime_s=3600, since_checkpoint_s=5), "b"),
+    ]
+    fleet = [cluster("a", pool("a", 1)), cluster("b", pool("b", 1))]
+    result = schedule(
+        snapshot(fleet, running=running), [job("hi", H100, count=8, priority=9)], now=0
+    )
+    assert victims(result) == ["half1", "half2"]
+
+
+def test_priority_still_comes_before_work_lost() -> None:
+    running = [
+        (job("low", H100, count=8, priority=0, runtime_s=86400), "a"),
+        (job("mid", H100, count=8, priority=1, since_checkpoint_s=0), "b"),
+    ]
+    fleet = [cluster("a", pool("a", 1)), cluster("b", pool("b", 1))]
+    result = schedule(
+        snapshot(fleet, running=running), [job("hi", H100, count=8, priority=9)], now=0
+    )
+    assert victims(result) == ["low"]

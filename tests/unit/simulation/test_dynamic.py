@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from federation.simulation.dynamic import arrival_times, overload_arrivals, run_dynamic
+from federation.simulation.dynamic import Timing, arrival_times, overload_arrivals, run_dynamic
 from federation.simulation.trace import TraceNode, TracePod
 
 NODE = [TraceNode("n0", 16_000, 65_536, 1, "T4")]
@@ -48,3 +50,31 @@ def test_overload_repeats_the_trace_at_the_factor_of_the_capacity() -> None:
     assert copies == pods + pods and arrivals == sorted(arrivals)
     assert arrivals[0] == pytest.approx(90.0) and arrivals[9] == pytest.approx(590.0)
     assert arrivals[10] == pytest.approx(590.0) and arrivals[-1] == pytest.approx(1090.0)
+
+
+def gpus(name: str, qos: str, created: int, count: int, life: int = 100) -> TracePod:
+    return TracePod(name, 1000, 1024, count, 1000, (), qos, created, created + life, created)
+
+
+EIGHT = [TraceNode("n0", 64_000, 262_144, 8, "V100")]
+
+
+def test_a_reservation_lets_a_large_pod_start_when_the_running_ones_end() -> None:
+    # Two 4-GPU pods run until 100 and 150; an 8-GPU pod arrives at 10; 2-GPU pods that
+    # last 100 s keep arriving and, without a reservation, take what frees up first.
+    pods = [gpus("a", "LS", 0, 4, 100), gpus("b", "LS", 0, 4, 150), gpus("big", "LS", 10, 8)]
+    pods += [gpus(f"s{k}", "LS", 20 + k, 2, 100) for k in range(6)]
+    exact = Timing(runtime_factor=1.0)
+    reserved = run_dynamic(EIGHT, pods, "fgd", load=0.0, timing=exact)
+    starved = run_dynamic(EIGHT, pods, "fgd", load=0.0, timing=replace(exact, backfill=False))
+    assert reserved.large_delays == [140.0]  # starts when "b" ends, at 150
+    assert starved.large_delays[0] > 140.0
+    assert reserved.summary()["delay_p50_s_large"] == 140.0
+
+
+def test_checkpoints_cut_the_work_lost_and_the_restart() -> None:
+    pods = [pod("be", "BE", 0, life=100), pod("ls", "LS", 25)]
+    result = run_dynamic(NODE, pods, "fgd", load=0.0, timing=Timing(checkpoint_s=10))
+    # "be" arrives at 0.25 (the 1st percentile), runs 24.75 s, checkpointed at 20 s
+    assert result.lost_gpu_hours == pytest.approx(4.75 / 3600)
+    assert result.completions["low"] == [pytest.approx(204.75)]  # restarts at 125, 80 s left
