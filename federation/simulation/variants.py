@@ -6,6 +6,9 @@ tuned to the published files can still lose. `generate` derives a new pod list f
 with a `VariantSpec`; every knob draws from the base trace's own distributions, so the variants
 stay in the trace's family:
 
+- `cpu_only`: CPU-only pods make up that fraction of the pods: random ones are dropped, or
+  clones drawn with replacement from them are added (named `<pod>-x<k>`), as the authors'
+  cpu050-cpu200 files keep the GPU pods and change only the CPU-only ones;
 - `cpu_scale`: every GPU pod asks that many times its CPU (and memory), capped by the largest
   node that has enough devices for it (a heavier CPU mix strands GPUs on CPU-full nodes);
 - `share`: that fraction of the whole single-GPU pods become shares, their per-GPU milli drawn
@@ -35,6 +38,7 @@ class VariantSpec:
     """How a variant departs from its base trace (see the module docstring)."""
 
     name: str
+    cpu_only: float | None = None
     cpu_scale: float = 1.0
     share: float = 0.0
     multi: float = 0.0
@@ -45,10 +49,11 @@ class VariantSpec:
 FAMILY = (
     VariantSpec("gen-cpu110", cpu_scale=1.1),
     VariantSpec("gen-cpu125", cpu_scale=1.25),
+    VariantSpec("gen-cpuonly30", cpu_only=0.3),
     VariantSpec("gen-share50", share=0.5),
     VariantSpec("gen-multi25", multi=0.25),
     VariantSpec("gen-spec30", spec=0.3),
-    VariantSpec("gen-mix", cpu_scale=1.1, share=0.3, multi=0.1, spec=0.15, seed=2),
+    VariantSpec("gen-mix", cpu_only=0.2, cpu_scale=1.1, share=0.3, multi=0.1, spec=0.15, seed=2),
 )
 
 
@@ -69,6 +74,8 @@ def generate(
     rng = np.random.default_rng(spec.seed)
     pods = sorted(base, key=lambda p: p.name)
     gpu_nodes = [n for n in nodes if n.gpu > 0]
+    if spec.cpu_only is not None:
+        pods = _with_cpu_only(rng, pods, spec.cpu_only)
     if spec.cpu_scale != 1.0:
         pods = [_scaled(p, spec.cpu_scale, gpu_nodes) if p.num_gpu else p for p in pods]
     shares = [p.gpu_milli for p in pods if p.is_share]
@@ -92,6 +99,23 @@ def generate(
         chosen = rng.choice(len(models), size=size, replace=False, p=weights)
         pods[k] = replace(pods[k], gpu_spec=tuple(sorted(models[int(c)] for c in chosen)))
     return pods
+
+
+def _with_cpu_only(
+    rng: np.random.Generator, pods: Sequence[TracePod], fraction: float
+) -> list[TracePod]:
+    """`pods` with CPU-only pods dropped or cloned until they are `fraction` of all."""
+    gpu = [p for p in pods if p.num_gpu]
+    cpu = [p for p in pods if not p.num_gpu]
+    want = round(fraction / (1.0 - fraction) * len(gpu))
+    if want <= len(cpu):
+        kept = [cpu[k] for k in _pick(rng, range(len(cpu)), want / len(cpu) if cpu else 0.0)]
+    else:
+        draws = rng.integers(len(cpu), size=want - len(cpu))
+        kept = cpu + [
+            replace(cpu[int(d)], name=f"{cpu[int(d)].name}-x{k}") for k, d in enumerate(draws)
+        ]
+    return sorted(gpu + kept, key=lambda p: p.name)
 
 
 def _holds(n: TraceNode, p: TracePod) -> bool:

@@ -40,6 +40,15 @@ def test_cpu_scale_scales_gpu_pods_within_the_largest_host() -> None:
     assert pods["m2"].cpu_milli == 96_000  # an 8-GPU pod fits only the G2 node
 
 
+def test_cpu_only_pods_are_dropped_or_cloned_to_the_fraction() -> None:
+    more = generate(BASE, NODES, VariantSpec("more", cpu_only=0.5))
+    fewer = generate(BASE, NODES, VariantSpec("fewer", cpu_only=0.02))
+    for pods, cpu_only in ((more, 96), (fewer, 2)):
+        assert sum(1 for p in pods if not p.num_gpu) == cpu_only
+        assert sum(1 for p in pods if p.num_gpu) == 96
+        assert len({p.name for p in pods}) == len(pods)
+
+
 def test_share_and_multi_draw_from_the_base_distributions() -> None:
     pods = generate(BASE, NODES, VariantSpec("mix", share=0.5, multi=0.5))
     whole = [p for p in pods if p.name.startswith("w")]
@@ -62,7 +71,7 @@ def test_share_and_multi_draw_from_the_base_distributions() -> None:
 def test_every_variant_keeps_the_pods_and_fits_some_node(
     cpu: float, share: float, multi: float, spec: float, seed: int
 ) -> None:
-    pods = generate(BASE, NODES, VariantSpec("h", cpu, share, multi, spec, seed))
+    pods = generate(BASE, NODES, VariantSpec("h", None, cpu, share, multi, spec, seed))
     assert sorted(p.name for p in pods) == sorted(p.name for p in BASE)
     models = {n.model for n in NODES}
     for p in pods:
