@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -161,13 +161,15 @@ class _Loop:
         arrivals: Sequence[float],
         config: SchedulerConfig,
         frag_model: FragModel,
+        fifo: bool = False,
     ) -> None:
         self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
         self.reqs = [pod_request(p) for p in pods]
-        self.prio = [PRIORITY.get(p.qos, 1) for p in pods]
+        self.prio = [PRIORITY.get(p.qos, 1) for p in pods]  # the class, as reported
+        self.rank = [0] * len(pods) if fifo else self.prio  # the priority the queue runs by
         self.jobs = [
-            hub.job(PodJob(str(k), self.prio[k], self.prio[k] == 0, arrivals[k]), self.reqs[k])
+            hub.job(PodJob(str(k), self.rank[k], self.prio[k] == 0, arrivals[k]), self.reqs[k])
             for k in range(len(pods))
         ]
         self.pending: dict[int, None] = {}  # pods waiting (a set in insertion order)
@@ -202,7 +204,7 @@ class _Loop:
 
     def cycle(self, now: float) -> bool:
         """One cycle of the core over the head of the queue; True if it preempted."""
-        head = sorted(self.pending, key=lambda k: (-self.prio[k], self.arrivals[k], k))[:HEAD]
+        head = sorted(self.pending, key=lambda k: (-self.rank[k], self.arrivals[k], k))[:HEAD]
         result = self.hub.cycle(
             [self.jobs[k] for k in head],
             self.config,
@@ -256,13 +258,16 @@ def run_dynamic(
     pods: Sequence[TracePod],
     policy: str,
     load: float = 0.35,
-    preempt: bool = True,
+    config: SchedulerConfig = DEFAULT_CONFIG,
     clusters: int = 1,
     overload: float | None = None,
+    fifo: bool = False,
 ) -> DynamicResult:
     """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
-    `clusters` member clusters; with `overload`, the trace repeated asks that many times the
-    fleet's capacity (`overload_arrivals`) instead of the offered `load`."""
+    `clusters` member clusters, the core run with `config`; with `overload`, the trace repeated
+    asks that many times the fleet's capacity (`overload_arrivals`) instead of the offered
+    `load`. With `fifo` the core sees one priority and the queue is in arrival order only
+    (classes are still reported)."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
@@ -274,8 +279,7 @@ def run_dynamic(
         arrivals = arrival_times(timed, pool.total_milli, load)
     else:
         timed, arrivals = overload_arrivals(timed, pool.total_milli, overload)
-    config = replace(DEFAULT_CONFIG, preemption=preempt)
-    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names))
+    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names), fifo)
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
     completions: dict[str, list[float]] = {c: [] for c in CLASSES}
