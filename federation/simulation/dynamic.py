@@ -65,13 +65,15 @@ class DynamicResult:
     window_end: float = float("inf")  # last arrival
     completions: dict[str, list[float]] = field(default_factory=dict)
     preempted: dict[str, int] = field(default_factory=dict)
-    lost_gpu_hours: float = 0.0
+    lost_gpu_hours: dict[str, float] = field(default_factory=dict)  # per class
     fragmentation: list[float] = field(default_factory=list)  # fragmented share of all GPUs
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers for the CLI and the benchmark."""
         out: dict[str, Any] = {"preemptions": self.preemptions, "never_started": self.never_started}
-        out["lost_gpu_hours"] = round(self.lost_gpu_hours, 1)
+        out["lost_gpu_hours"] = round(sum(self.lost_gpu_hours.values()), 1)
+        for cls, hours in self.lost_gpu_hours.items():
+            out[f"lost_gpu_hours_{cls}"] = round(hours, 2)
         for name, series in (("delay", self.delays), ("jct", self.completions)):
             for cls, values in series.items():
                 arr = np.array(values) if values else np.zeros(1)
@@ -180,7 +182,7 @@ class _Loop:
         self.started: dict[int, float] = {}
         self.finished: dict[int, float] = {}
         self.preempted = [0] * len(CLASSES)
-        self.lost_milli_s = 0.0
+        self.lost_milli_s = [0.0] * len(CLASSES)
         self.preemptions = 0
         self.frag = FragTracker(hub.pool, frag_model)
         self.fragmentation: list[float] = []
@@ -224,7 +226,9 @@ class _Loop:
             for victim in preempted.victims:
                 run = self.running[victim.job.id]
                 k = self.runs[run].pod
-                self.lost_milli_s += self.reqs[k].gpu_milli * (now - self.runs[run].start)
+                self.lost_milli_s[self.prio[k]] += self.reqs[k].gpu_milli * (
+                    now - self.runs[run].start
+                )
                 self.pending[self.stop(run)] = None
                 self.preemptions += 1
                 self.preempted[self.prio[k]] += 1
@@ -297,6 +301,8 @@ def run_dynamic(
         window_end=max(arrivals, default=0.0),
         completions=completions,
         preempted=dict(zip(CLASSES, loop.preempted, strict=True)),
-        lost_gpu_hours=loop.lost_milli_s / WHOLE / 3600,
+        lost_gpu_hours={
+            c: ms / WHOLE / 3600 for c, ms in zip(CLASSES, loop.lost_milli_s, strict=True)
+        },
         fragmentation=loop.fragmentation,
     )

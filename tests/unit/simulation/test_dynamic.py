@@ -48,7 +48,8 @@ def test_arrivals_are_compressed_to_the_offered_load() -> None:
 def test_preemption_costs_are_counted_by_class() -> None:
     result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", load=0.0)
     assert result.preempted == {"low": 1, "mid": 0, "high": 0}
-    assert result.lost_gpu_hours == pytest.approx(9.9 / 3600)  # one GPU ran 9.9 s for nothing
+    # one GPU ran 9.9 s for nothing
+    assert result.lost_gpu_hours == pytest.approx({"low": 9.9 / 3600, "mid": 0.0, "high": 0.0})
     assert result.completions == {"low": [209.9], "mid": [], "high": [100.0]}  # BE restarted
     summary = result.summary()
     assert summary["jct_p95_s_high"] == 100.0 and "frag_time_avg_pct" in summary
