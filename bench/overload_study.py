@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.plots import class_bars, over_time
+from bench.plots import Curve, class_bars, over_time
 from bench.results import Figure
 from federation.nodeplacement import DEFAULT_POLICY
 from federation.scheduling import DEFAULT_CONFIG, SchedulerConfig
@@ -37,7 +37,7 @@ from federation.simulation.trace import TraceNode, TracePod, load_nodes, load_po
 
 FACTORS = (1.5, 2.0, 3.0)
 CLUSTERS = 4
-SAMPLE = 64
+SAMPLE = 128
 SECTIONS = Path(__file__).resolve().parent / "sections"
 
 
@@ -170,6 +170,13 @@ def _section(
     return "\n".join(lines)
 
 
+def _window(result: DynamicResult, values: Sequence[float]) -> tuple[Curve, Curve]:
+    """Times and values (as %) up to the last arrival: a few months-long pods run far past it."""
+    t = np.array(result.times)
+    inside = t <= result.window_end
+    return t[inside], 100.0 * np.array(values)[inside]
+
+
 def _plots(runs: Sequence[tuple[Setup, float, DynamicResult, float]]) -> None:
     SECTIONS.mkdir(parents=True, exist_ok=True)
     panels = {
@@ -187,10 +194,7 @@ def _plots(runs: Sequence[tuple[Setup, float, DynamicResult, float]]) -> None:
         ("fragmentation", "fragmented GPUs (% of all)", "overload_fragmentation.png"),
     ):
         series = {
-            title: {
-                name: (np.array(r.times), 100.0 * np.array(getattr(r, attr)))
-                for name, r in results.items()
-            }
+            title: {name: _window(r, getattr(r, attr)) for name, r in results.items()}
             for title, results in panels.items()
         }
         over_time(series, label, SECTIONS / path)
