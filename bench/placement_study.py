@@ -5,6 +5,10 @@
   twelve other variants (the whole grid does not fit ~20 minutes on 2 cores).
 - Multi-cluster: K = 4 and 16 member clusters for FGD and Suanpan on the default trace.
 - Dynamic replay of the default trace with priorities and preemption, every policy.
+- Generated variants (`federation.simulation.variants.FAMILY`: heavier CPU, more CPU-only,
+  shared and multi-GPU pods, other model constraints) for best-fit, FGD and Suanpan.
+- The relaxation floor (`federation.simulation.floor`) of every variant and seed: the share of
+  GPUs that no policy, online or offline, can allocate at 100 % arrived.
 
 Writes one figure per number (`bench/results/`), `bench/sections/placement.md` with the tables
 (ours beside the authors' medians) and PNG plots next to it.
@@ -20,15 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from bench.plots import allocation_vs_arrival, unallocated_bars, utilization_over_time
+from bench.plots import allocation_vs_arrival, over_time, unallocated_bars
 from bench.results import Figure, write_figure
 from federation.nodeplacement import POLICY_NAMES
 from federation.simulation.cli import NODES_FILE, openb_dir
 from federation.simulation.dynamic import DynamicResult, run_dynamic
 from federation.simulation.expected import load_medians
+from federation.simulation.floor import seed_floor
 from federation.simulation.protocol import PAPER_SEEDS
 from federation.simulation.study import SeedRun, run_seed
-from federation.simulation.trace import load_nodes, load_pods
+from federation.simulation.trace import TracePod, load_nodes, load_pods
+from federation.simulation.variants import FAMILY, generate
 
 VARIANTS = (
     "default",
@@ -45,24 +51,34 @@ VARIANTS = (
     "multigpu30",
     "multigpu40",
 )
+GENERATED = tuple(spec.name for spec in FAMILY)
+GENERATED_POLICIES = ("bestfit", "fgd", "suanpan")
 SECTIONS = Path(__file__).resolve().parent / "sections"
 Job = tuple[str, str, int, int]  # variant, policy, seed, clusters
 
 
-def _pods_file(variant: str) -> Path:
-    return openb_dir() / f"openb_pod_list_{variant}.csv"
+def _pods(variant: str) -> list[TracePod]:
+    """A published variant's pods, or a generated one's (derived from `default`)."""
+    spec = {s.name: s for s in FAMILY}.get(variant)
+    if spec is None:
+        return load_pods(openb_dir() / f"openb_pod_list_{variant}.csv")
+    return generate(_pods("default"), load_nodes(openb_dir() / NODES_FILE), spec)
 
 
 def _run(job: Job) -> tuple[Job, SeedRun]:
     variant, policy, seed, clusters = job
     nodes = load_nodes(openb_dir() / NODES_FILE)
-    return job, run_seed(nodes, load_pods(_pods_file(variant)), policy, seed, clusters)
+    return job, run_seed(nodes, _pods(variant), policy, seed, clusters)
+
+
+def _floor(key: tuple[str, int]) -> tuple[tuple[str, int], float]:
+    variant, seed = key
+    floor = seed_floor(load_nodes(openb_dir() / NODES_FILE), _pods(variant), seed)
+    return key, floor.unallocated_pct
 
 
 def _dynamic(policy: str) -> DynamicResult:
-    return run_dynamic(
-        load_nodes(openb_dir() / NODES_FILE), load_pods(_pods_file("default")), policy
-    )
+    return run_dynamic(load_nodes(openb_dir() / NODES_FILE), _pods("default"), policy)
 
 
 def _median(runs: Sequence[SeedRun], attr: str, point: int) -> float:
@@ -74,8 +90,9 @@ def _cell(value: float, authors: float | None) -> str:
 
 
 class _Study:
-    def __init__(self, results: dict[Job, SeedRun]) -> None:
+    def __init__(self, results: dict[Job, SeedRun], floors: dict[tuple[str, int], float]) -> None:
         self.results = results
+        self.floors = floors
         data = openb_dir() / "expected_results"
         self.authors_alloc = load_medians(data, "alloc")
         self.authors_ratio = load_medians(data, "frag_ratio")
@@ -94,6 +111,11 @@ class _Study:
     ) -> float:
         return _median(self.runs(variant, policy, clusters, seeds), "unallocated_pct", 100)
 
+    def floor(self, variant: str) -> float:
+        """Median relaxation floor over the seeds the variant ran with."""
+        seeds = [r.seed for r in self.runs(variant, "fgd")]
+        return round(float(np.median([self.floors[(variant, s)] for s in seeds])), 2)
+
     def multi_seeds(self, policy: str) -> list[int]:
         return [r.seed for r in self.runs("default", policy, 4)]
 
@@ -106,15 +128,24 @@ class _Study:
         return None if curve is None else round(float(curve[90]), 2)
 
 
+def _policies(variant: str) -> tuple[str, ...]:
+    return POLICY_NAMES if variant in VARIANTS else GENERATED_POLICIES
+
+
 def _figures(study: _Study, dynamic: dict[str, DynamicResult]) -> list[Figure]:
     figures = []
-    for variant in VARIANTS:
-        for policy in POLICY_NAMES:
+    for variant in VARIANTS + GENERATED:
+        floor = study.floor(variant)
+        figures.append(
+            Figure(f"relaxation_floor_pct_{variant}", floor, "%", False, {"variant": variant})
+        )
+        for policy in _policies(variant):
             runs = study.runs(variant, policy)
             params: dict[str, Any] = {
                 "variant": variant,
                 "seeds": [r.seed for r in runs],
                 "authors": study.authors_unallocated(variant, policy),
+                "floor": floor,
                 "seed_runtime_s": round(float(np.mean([r.runtime_s for r in runs])), 2),
             }
             figures.append(
@@ -165,10 +196,12 @@ def _section(study: _Study, dynamic: dict[str, DynamicResult], runtime_s: float)
         f"Unallocated GPUs (% of 6,212) when the arrived workload reaches 100 % of capacity; "
         f"median over seeds ({seeds_default} on `default`, {seeds_variant} on the other "
         f"variants). In brackets: the authors' median over 10 seeds "
-        "(`expected_results/analysis_allo_discrete.csv`). Lower is better.",
+        "(`expected_results/analysis_allo_discrete.csv`). Lower is better. `floor`: the "
+        "relaxation floor (median over the same seeds), which no policy can beat; the last "
+        "columns give Suanpan's distance to FGD and to the floor.",
         "",
-        "| variant | " + " | ".join(POLICY_NAMES) + " | Suanpan vs FGD |",
-        "|---|" + "---:|" * (len(POLICY_NAMES) + 1),
+        "| variant | floor | " + " | ".join(POLICY_NAMES) + " | Suanpan - FGD | Suanpan - floor |",
+        "|---|" + "---:|" * (len(POLICY_NAMES) + 3),
     ]
     losses, repro = [], []
     for v in VARIANTS:
@@ -179,10 +212,33 @@ def _section(study: _Study, dynamic: dict[str, DynamicResult], runtime_s: float)
             cells.append(_cell(ours, authors))
             if authors is not None and abs(ours - authors) > 0.3:
                 repro.append(f"{p} on `{v}`: {ours:.2f} vs the authors' {authors:.2f}")
-        gain = study.unallocated(v, "suanpan") - study.unallocated(v, "fgd")
+        ours = study.unallocated(v, "suanpan")
+        gain = ours - study.unallocated(v, "fgd")
         if gain >= 0:
             losses.append(f"`{v}` ({gain:+.2f} points)")
-        lines.append(f"| {v} | " + " | ".join(cells) + f" | {gain:+.2f} |")
+        floor = study.floor(v)
+        lines.append(
+            f"| {v} | {floor:.2f} | "
+            + " | ".join(cells)
+            + f" | {gain:+.2f} | {ours - floor:+.2f} |"
+        )
+    lines += [
+        "",
+        f"Generated variants (`federation.simulation.variants`, derived from `default` with "
+        f"seeded draws from its own distributions; {seeds_variant} seeds), with each policy's "
+        "distance to the floor in brackets:",
+        "",
+        "| variant | floor | " + " | ".join(GENERATED_POLICIES) + " | Suanpan - FGD |",
+        "|---|" + "---:|" * (len(GENERATED_POLICIES) + 2),
+    ]
+    for v in GENERATED:
+        floor = study.floor(v)
+        values = {p: study.unallocated(v, p) for p in GENERATED_POLICIES}
+        gain = values["suanpan"] - values["fgd"]
+        if gain >= 0:
+            losses.append(f"`{v}` ({gain:+.2f} points)")
+        cells = [f"{u:.2f} ({u - floor:+.2f})" for u in values.values()]
+        lines.append(f"| {v} | {floor:.2f} | " + " | ".join(cells) + f" | {gain:+.2f} |")
     lines += [
         "",
         "Where we lose: "
@@ -205,7 +261,7 @@ def _section(study: _Study, dynamic: dict[str, DynamicResult], runtime_s: float)
     lines += [
         "",
         "Multi-cluster (`default`, same seeds for every K, round-robin split by model, "
-        "level 1 = the core's packing formula, level 2 = the node policy):",
+        "level 1 = the real core (`schedule()`), level 2 = the node policy):",
         "",
         "| policy | K=1 | K=4 | K=16 | gap K=4 | gap K=16 |",
         "|---|---:|---:|---:|---:|---:|",
@@ -255,14 +311,16 @@ def _plots(study: _Study, dynamic: dict[str, DynamicResult]) -> None:
     }
     authors = {p: c for (v, p), c in study.authors_alloc.items() if v == "default"}
     allocation_vs_arrival(ours, authors, "openb default", SECTIONS / "placement_alloc_default.png")
+    every = VARIANTS + GENERATED
     series = {
-        "FGD (authors)": [study.authors_unallocated(v, "fgd") or np.nan for v in VARIANTS],
-        "FGD (ours)": [study.unallocated(v, "fgd") for v in VARIANTS],
-        "Suanpan": [study.unallocated(v, "suanpan") for v in VARIANTS],
+        "FGD (authors)": [study.authors_unallocated(v, "fgd") or np.nan for v in every],
+        "FGD (ours)": [study.unallocated(v, "fgd") for v in every],
+        "Suanpan": [study.unallocated(v, "suanpan") for v in every],
+        "relaxation floor": [study.floor(v) for v in every],
     }
-    unallocated_bars(VARIANTS, series, SECTIONS / "placement_unallocated_variants.png")
-    util = {p: (np.array(r.times), np.array(r.utilization)) for p, r in dynamic.items()}
-    utilization_over_time(util, SECTIONS / "placement_dynamic_util.png")
+    unallocated_bars(every, series, SECTIONS / "placement_unallocated_variants.png")
+    util = {p: (np.array(r.times), 100.0 * np.array(r.utilization)) for p, r in dynamic.items()}
+    over_time({"": util}, "GPUs allocated (%)", SECTIONS / "placement_dynamic_util.png")
 
 
 def run(variant_seeds: int = 3, multi_seeds: int = 5, workers: int = 2) -> list[Figure]:
@@ -283,10 +341,17 @@ def run(variant_seeds: int = 3, multi_seeds: int = 5, workers: int = 2) -> list[
         for p in ("fgd", "suanpan")
         for s in PAPER_SEEDS[:multi_seeds]
     ]
+    jobs += [
+        (v, p, s, 1)
+        for v in GENERATED
+        for p in GENERATED_POLICIES
+        for s in PAPER_SEEDS[:variant_seeds]
+    ]
     with ProcessPoolExecutor(workers) as ex:
         results = dict(ex.map(_run, jobs))
+        floors = dict(ex.map(_floor, sorted({(v, s) for v, _, s, _ in jobs})))
         dynamic = dict(zip(POLICY_NAMES, ex.map(_dynamic, POLICY_NAMES), strict=True))
-    study = _Study(results)
+    study = _Study(results, floors)
     runtime_s = time.perf_counter() - start
     figures = _figures(study, dynamic)
     figures.append(

@@ -1,4 +1,4 @@
-"""Matplotlib figures of the placement study (PNG files)."""
+"""Matplotlib figures of the placement and overload studies (PNG files)."""
 
 from __future__ import annotations
 
@@ -60,16 +60,41 @@ def unallocated_bars(
     return path
 
 
-def utilization_over_time(series: Mapping[str, tuple[Curve, Curve]], path: Path) -> Path:
-    """GPU utilization against time in the dynamic replay, one line per policy."""
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    for policy, (t, u) in series.items():
-        ax.step((t - t[0]) / 3600.0, 100.0 * u, where="post", label=policy, linewidth=0.8)
-    ax.set_xlabel("hours since the first arrival")
-    ax.set_ylabel("GPUs allocated (%)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+def over_time(
+    panels: Mapping[str, Mapping[str, tuple[Curve, Curve]]], ylabel: str, path: Path
+) -> Path:
+    """One panel per title, one step line per setup: (times in s, values) against hours."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    for ax, (title, series) in zip(axes[0], panels.items(), strict=True):
+        for name, (t, v) in series.items():
+            ax.step((t - t[0]) / 3600.0, v, where="post", label=name, linewidth=0.8)
+        ax.set(xlabel="hours since the first arrival", ylabel=ylabel, title=title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def class_bars(
+    panels: Mapping[str, Mapping[str, Sequence[float]]],
+    classes: Sequence[str],
+    ylabel: str,
+    path: Path,
+) -> Path:
+    """One panel per title; per class a group of bars, one per setup (log scale)."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    for ax, (title, series) in zip(axes[0], panels.items(), strict=True):
+        width = 0.8 / max(len(series), 1)
+        x = np.arange(len(classes))
+        for k, (name, values) in enumerate(series.items()):
+            ax.bar(x + k * width, np.maximum(values, 1.0), width, label=name)
+        ax.set_xticks(x + width * (len(series) - 1) / 2, classes)
+        ax.set(ylabel=ylabel, title=title, yscale="log")
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

@@ -153,8 +153,8 @@ def model_pressure(workload: TargetWorkload, pool: Pool) -> FloatArray:
             demand[k] += w * t.milli * t.count / len(allowed)
     has = pool.model_id >= 0
     devices = np.bincount(pool.model_id[has], pool.size[has], len(pool.model_names))
-    per_device = demand / np.maximum(devices, 1)
-    result: FloatArray = np.where(has, per_device[pool.model_id], 0.0)
+    per_device = np.append(demand / np.maximum(devices, 1), 0.0)  # model_id -1: no devices
+    result: FloatArray = per_device[pool.model_id]
     return result
 
 

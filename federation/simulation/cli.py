@@ -16,12 +16,14 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from federation.nodeplacement import DEFAULT_POLICY, POLICY_NAMES
+from federation.scheduling import DEFAULT_CONFIG
 from federation.simulation.dynamic import Timing, run_dynamic
 from federation.simulation.study import SeedRun, run_seed
 from federation.simulation.trace import load_nodes, load_pods
@@ -140,7 +142,7 @@ def main(argv: Sequence[str]) -> int:
             load_nodes(nodes),
             load_pods(pods),
             args.policy,
-            preempt=not args.no_preemption,
+            config=replace(DEFAULT_CONFIG, preemption=not args.no_preemption),
             clusters=args.clusters,
             overload=args.overload,
             timing=Timing(

@@ -94,14 +94,16 @@ class DynamicResult:
     window_end: float = float("inf")  # last arrival
     completions: dict[str, list[float]] = field(default_factory=dict)
     preempted: dict[str, int] = field(default_factory=dict)
-    lost_gpu_hours: float = 0.0
+    lost_gpu_hours: dict[str, float] = field(default_factory=dict)  # per class
     fragmentation: list[float] = field(default_factory=list)  # fragmented share of all GPUs
     large_delays: list[float] = field(default_factory=list)  # pods of >= Timing.large_gpus
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers for the CLI and the benchmark."""
         out: dict[str, Any] = {"preemptions": self.preemptions, "never_started": self.never_started}
-        out["lost_gpu_hours"] = round(self.lost_gpu_hours, 1)
+        out["lost_gpu_hours"] = round(sum(self.lost_gpu_hours.values()), 1)
+        for cls, hours in self.lost_gpu_hours.items():
+            out[f"lost_gpu_hours_{cls}"] = round(hours, 2)
         delays = {**self.delays, "large": self.large_delays}
         for name, series in (("delay", delays), ("jct", self.completions)):
             for cls, values in series.items():
@@ -193,18 +195,20 @@ class _Loop:
         config: SchedulerConfig,
         frag_model: FragModel,
         timing: Timing = Timing(),
+        fifo: bool = False,
     ) -> None:
         self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
         self.timing = timing
         self.reqs = [pod_request(p) for p in pods]
-        self.prio = [PRIORITY.get(p.qos, 1) for p in pods]
+        self.prio = [PRIORITY.get(p.qos, 1) for p in pods]  # the class, as reported
+        self.rank = [0] * len(pods) if fifo else self.prio  # the priority the queue runs by
         factor = timing.runtime_factor
         self.jobs = [
             hub.job(
                 PodJob(
                     str(k),
-                    self.prio[k],
+                    self.rank[k],
                     self.prio[k] == 0,
                     arrivals[k],
                     lifetime(pods[k]) * factor if factor is not None else None,
@@ -223,7 +227,7 @@ class _Loop:
         self.started: dict[int, float] = {}
         self.finished: dict[int, float] = {}
         self.preempted = [0] * len(CLASSES)
-        self.lost_milli_s = 0.0
+        self.lost_milli_s = [0.0] * len(CLASSES)
         self.preemptions = 0
         self.frag = FragTracker(hub.pool, frag_model)
         self.fragmentation: list[float] = []
@@ -247,7 +251,7 @@ class _Loop:
 
     def cycle(self, now: float) -> bool:
         """One cycle of the core over the head of the queue; True if it preempted."""
-        head = sorted(self.pending, key=lambda k: (-self.prio[k], self.arrivals[k], k))[:HEAD]
+        head = sorted(self.pending, key=lambda k: (-self.rank[k], self.arrivals[k], k))[:HEAD]
         running = [r.placement for r in self.runs.values()]
         if self.timing.timed:  # the core reads how long each has run
             running = [
@@ -272,7 +276,7 @@ class _Loop:
                 ran = now - self.runs[run].start
                 lost = ran % self.timing.checkpoint_s if self.timing.checkpoint_s else ran
                 self.saved[k] += ran - lost
-                self.lost_milli_s += self.reqs[k].gpu_milli * lost
+                self.lost_milli_s[self.prio[k]] += self.reqs[k].gpu_milli * lost
                 self.pending[self.stop(run)] = None
                 self.preemptions += 1
                 self.preempted[self.prio[k]] += 1
@@ -306,15 +310,17 @@ def run_dynamic(
     pods: Sequence[TracePod],
     policy: str,
     load: float = 0.35,
-    preempt: bool = True,
+    config: SchedulerConfig = DEFAULT_CONFIG,
     clusters: int = 1,
     overload: float | None = None,
     timing: Timing = Timing(),
+    fifo: bool = False,
 ) -> DynamicResult:
     """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
-    `clusters` member clusters; with `overload`, the trace repeated asks that many times the
-    fleet's capacity (`overload_arrivals`) instead of the offered `load`; `timing`: run time
-    limits, checkpoints and reservations."""
+    `clusters` member clusters, the core run with `config`; with `overload`, the trace repeated
+    asks that many times the fleet's capacity (`overload_arrivals`) instead of the offered
+    `load`; `timing`: run time limits, checkpoints and reservations. With `fifo` the core sees
+    one priority and the queue is in arrival order only (classes are still reported)."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
@@ -327,13 +333,12 @@ def run_dynamic(
     else:
         timed, arrivals = overload_arrivals(timed, pool.total_milli, overload)
     config = replace(
-        DEFAULT_CONFIG,
-        preemption=preempt,
+        config,
         backfill=timing.backfill,
         reservation_min_devices=timing.large_gpus,
         reservations_per_queue=timing.reservations,
     )
-    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names), timing)
+    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names), timing, fifo)
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
     completions: dict[str, list[float]] = {c: [] for c in CLASSES}
@@ -354,7 +359,9 @@ def run_dynamic(
         window_end=max(arrivals, default=0.0),
         completions=completions,
         preempted=dict(zip(CLASSES, loop.preempted, strict=True)),
-        lost_gpu_hours=loop.lost_milli_s / WHOLE / 3600,
+        lost_gpu_hours={
+            c: ms / WHOLE / 3600 for c, ms in zip(CLASSES, loop.lost_milli_s, strict=True)
+        },
         fragmentation=loop.fragmentation,
         large_delays=large,
     )

@@ -6,9 +6,11 @@ from dataclasses import replace
 
 import pytest
 
+from federation.scheduling import DEFAULT_CONFIG
 from federation.simulation.dynamic import Timing, arrival_times, overload_arrivals, run_dynamic
 from federation.simulation.trace import TraceNode, TracePod
 
+NO_PREEMPTION = replace(DEFAULT_CONFIG, preemption=False)
 NODE = [TraceNode("n0", 16_000, 65_536, 1, "T4")]
 
 
@@ -24,8 +26,16 @@ def test_a_high_priority_pod_preempts_a_best_effort_one() -> None:
 
 
 def test_without_preemption_the_high_priority_pod_waits() -> None:
-    result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", 0.0, False)
+    result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", 0.0, NO_PREEMPTION)
     assert result.preemptions == 0 and round(result.delays["high"][0]) == 90
+
+
+def test_fifo_runs_the_queue_in_arrival_order_whatever_the_class() -> None:
+    pods = [pod("first", "LS", 0), pod("be", "BE", 10), pod("ls", "LS", 20)]
+    result = run_dynamic(NODE, pods, "fgd", 0.0, NO_PREEMPTION, fifo=True)
+    # the BE pod arrived before the second LS pod, so it runs first
+    assert [round(d) for d in result.delays["low"]] == [90]
+    assert sorted(round(d) for d in result.delays["high"]) == [0, 180]
 
 
 def test_arrivals_are_compressed_to_the_offered_load() -> None:
@@ -38,7 +48,8 @@ def test_arrivals_are_compressed_to_the_offered_load() -> None:
 def test_preemption_costs_are_counted_by_class() -> None:
     result = run_dynamic(NODE, [pod("be", "BE", 0), pod("ls", "LS", 10)], "fgd", load=0.0)
     assert result.preempted == {"low": 1, "mid": 0, "high": 0}
-    assert result.lost_gpu_hours == pytest.approx(9.9 / 3600)  # one GPU ran 9.9 s for nothing
+    # one GPU ran 9.9 s for nothing
+    assert result.lost_gpu_hours == pytest.approx({"low": 9.9 / 3600, "mid": 0.0, "high": 0.0})
     assert result.completions == {"low": [209.9], "mid": [], "high": [100.0]}  # BE restarted
     summary = result.summary()
     assert summary["jct_p95_s_high"] == 100.0 and "frag_time_avg_pct" in summary

@@ -1,0 +1,54 @@
+"""Every policy, replayed over random pools and arrivals, never over-allocates a node."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from federation.nodeplacement import (
+    POLICY_NAMES,
+    PodRequest,
+    Pool,
+    PoolNode,
+    make_policy,
+    task_type,
+    typical_workload,
+)
+from federation.scheduling.devices import WHOLE
+from federation.simulation.replay import Placer
+from tests.unit.nodeplacement.test_pool_fit import node_devices, requests
+
+
+@st.composite
+def pools(draw: st.DrawFn) -> list[PoolNode]:
+    nodes = []
+    for k in range(draw(st.integers(1, 4))):
+        cpu, memory = draw(st.integers(0, 32_000)), draw(st.integers(0, 32_000))
+        devices = draw(st.none() | node_devices())
+        nodes.append(PoolNode(f"n{k}", cpu, memory, devices))
+    return nodes
+
+
+CPU_ONLY = st.builds(PodRequest, st.integers(0, 16_000), st.integers(0, 16_000))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    nodes=pools(),
+    arrivals=st.lists(requests() | CPU_ONLY, min_size=1, max_size=12),
+    policy=st.sampled_from(POLICY_NAMES),
+    seed=st.integers(0, 3),
+)
+def test_no_policy_over_allocates_a_node(
+    nodes: list[PoolNode], arrivals: list[PodRequest], policy: str, seed: int
+) -> None:
+    pool = Pool(nodes)
+    workload = typical_workload([task_type(r) for r in arrivals])
+    placer = Placer(pool, make_policy(policy, workload).bind(pool, np.random.default_rng(seed)))
+    for req in arrivals:
+        fits = bool(pool.feasible(req).any())
+        where = placer.place(req)
+        assert (where is not None) == fits  # a pod fails only where no node can take it
+        assert (pool.cpu_free >= 0).all() and (pool.mem_free >= 0).all()
+        assert (pool.used_milli <= WHOLE).all() and (pool.used_mem <= pool.dev_mem).all()
