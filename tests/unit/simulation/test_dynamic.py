@@ -87,5 +87,5 @@ def test_checkpoints_cut_the_work_lost_and_the_restart() -> None:
     pods = [pod("be", "BE", 0, life=100), pod("ls", "LS", 25)]
     result = run_dynamic(NODE, pods, "fgd", load=0.0, timing=Timing(checkpoint_s=10))
     # "be" arrives at 0.25 (the 1st percentile), runs 24.75 s, checkpointed at 20 s
-    assert result.lost_gpu_hours == pytest.approx(4.75 / 3600)
+    assert result.lost_gpu_hours == {"low": pytest.approx(4.75 / 3600), "mid": 0.0, "high": 0.0}
     assert result.completions["low"] == [pytest.approx(204.75)]  # restarts at 125, 80 s left
