@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import uvloop
+
 from federation.aio import cancel_all
 from federation.catalog import load_catalog
 from federation.controllers.scheduler import SchedulerLoop
@@ -259,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
             return 2
     if args.command == "schedule":
-        asyncio.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
+        uvloop.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
         return 0
     if args.data_dir is not None:
         settings = replace(settings, data_dir=args.data_dir)
@@ -285,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("suanpan-hub: give both a TLS certificate and its key", file=sys.stderr)
         return 2
     loop_args = ["--config", str(args.config)] if args.config is not None else []
-    asyncio.run(serve(settings, config, loop_args))
+    uvloop.run(serve(settings, config, loop_args))
     return 0
 
 

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from dataclasses import replace
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -177,11 +178,16 @@ async def submit_job(call: Call) -> Reply:
     return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
 
 
+def _digest(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
 async def _prepare(call: Call, manifest: JobManifest, key: str | None) -> job_store.NewJob:
     """What the store needs to queue a validated manifest: compiled, its tenant, queue and
     priority resolved, refused if no cluster could ever run it."""
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    # a repeat of an idempotency key is told from a conflicting reuse by the body's digest
+    digest = _digest(spec) if key is not None else None
     compiled = _compile(call, manifest)
     target = await _target(call, manifest)
     assert target.queue_id is not None and target.priority is not None
