@@ -26,9 +26,8 @@ from federation.catalog import load_catalog
 from federation.compiler import compile_job
 from federation.controllers.scheduler import CycleReport, SchedulerLoop
 from federation.spec import JobManifest
-from federation.store import agents, migrate, tenancy
+from federation.store import agents, migrate, registration, tenancy
 from federation.store import jobs as job_store
-from federation.store.clusters import ensure_cluster
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
 from federation.wire.agent import DeviceInfo, InventoryReport, NodeInfo, Registration
@@ -107,7 +106,7 @@ async def _fill(db: Database) -> None:
     catalog = load_catalog()
     async with db.transaction() as conn:
         for c in range(CLUSTERS):
-            cluster_id = await ensure_cluster(conn, f"c{c}")
+            cluster_id = await registration.accept(conn, f"c{c}", create=True)
             await agents.register(conn, cluster_id, Registration(cluster=f"c{c}"))
             await agents.apply_inventory(
                 conn,
