@@ -40,6 +40,7 @@ class CycleReport:
     read_s: float = 0.0  # phase 1: the snapshot
     core_s: float = 0.0  # phase 2: the pure core
     write_s: float = 0.0  # phase 4: the decisions
+    cpu_s: float = 0.0  # CPU time of this process (all its threads) during the cycle
 
 
 class SchedulerLoop:
@@ -68,7 +69,7 @@ class SchedulerLoop:
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             read = await snapshot.read(
@@ -97,6 +98,7 @@ class SchedulerLoop:
             read_done - start,
             core_done - read_done,
             write_done - core_done,
+            time.process_time() - cpu_start,
         )
         metrics.CYCLE_SECONDS.observe(report.seconds)
         metrics.PENDING.set(len(result.pending))
