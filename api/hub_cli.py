@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -37,6 +38,14 @@ from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger("suanpan.hub")
 LOG_LEVEL_ENV = "SUANPAN_LOG_LEVEL"  # WARNING by default; INFO adds a line per request
+
+
+# A hub keeps a large heap of long-lived objects (the catalog, the loop's decoded jobs and
+# nodes, the API's emptied fleet) and makes many short-lived ones per request and per cycle;
+# with CPython's default thresholds (700, 10, 10) the cyclic collector traversed that heap
+# about once per cycle: 45% of the CPU of a cycle over 10,000 running jobs (1.1 s instead of
+# 2.0-2.3 s with these). Memory is still freed by reference counting in between.
+GC_THRESHOLDS = (100_000, 50, 100)
 
 
 def embedded_dir(settings: HubSettings) -> Path:
@@ -261,6 +270,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
             return 2
     if args.command == "schedule":
+        gc.set_threshold(*GC_THRESHOLDS)
         uvloop.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
         return 0
     if args.data_dir is not None:
@@ -287,6 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("suanpan-hub: give both a TLS certificate and its key", file=sys.stderr)
         return 2
     loop_args = ["--config", str(args.config)] if args.config is not None else []
+    gc.set_threshold(*GC_THRESHOLDS)
     uvloop.run(serve(settings, config, loop_args))
     return 0
 
