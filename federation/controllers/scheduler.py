@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from federation import metrics
-from federation.aio import sleep_unless_stopped
+from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership, LostLeadership
@@ -143,9 +143,12 @@ class SchedulerLoop:
                     self._health_said = set(changes)
                     report = await self.cycle()
                     await self.sample_history()
-                    if report.written.placed or report.written.preempted or report.written.rejected:
+                    decided = report.written.placed or report.written.preempted
+                    if decided or report.written.rejected:
                         log.info("cycle: %s", report)
-                    await self._wait(stop)
+                    # a cycle that placed nothing is not followed at once by another: while
+                    # submissions stream in, each would wake a cycle over the whole queue
+                    await self._wait(stop, 0.0 if decided else report.seconds)
             except LostLeadership:
                 log.warning("lost leadership; stepping down")
             except DATABASE_DOWN as exc:
@@ -160,11 +163,19 @@ class SchedulerLoop:
                 if stop.is_set():
                     await self.leadership.release()
 
-    async def _wait(self, stop: asyncio.Event) -> None:
+    async def _wait(self, stop: asyncio.Event, settle_s: float) -> None:
+        """Until a job is submitted or changes (at least `settle_s`), or the interval ends."""
+        interval = self.config.interval_s
         if self.listener is None:
-            await sleep_unless_stopped(stop, self.config.interval_s)
-        else:
-            await self.listener.wait(JOBS, seconds=self.config.interval_s)
+            await sleep_unless_stopped(stop, interval)
+            return
+        woken = asyncio.create_task(self.listener.wait(JOBS, seconds=interval))
+        try:
+            await sleep_unless_stopped(stop, min(settle_s, interval))
+            if not stop.is_set():
+                await woken
+        finally:
+            await cancel_all([woken])
 
 
 def _observe(placed: list[Placement], now: float) -> None:
