@@ -79,9 +79,10 @@ async def member_token(session: aiohttp.ClientSession, url: str, tenant: str) ->
         return str((await resp.json())["token"])
 
 
-async def wait_ready(url: str) -> None:
+async def wait_ready(url: str, seconds: float = 90.0) -> None:
+    """Until the hub at `url` answers /readyz (a loaded machine starts it slowly)."""
     async with aiohttp.ClientSession() as s:
-        for _ in range(200):
+        for _ in range(int(seconds * 10)):
             try:
                 async with s.get(url + "/readyz") as r:
                     if r.status == 200:
@@ -230,7 +231,12 @@ async def start_hubs(
         )
         for _ in range(workers)
     ]
-    await wait_ready(url)
+    try:
+        await wait_ready(url)
+    except BaseException:
+        for p in procs:
+            p.terminate()
+        raise
     return url, procs
 
 
