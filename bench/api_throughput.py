@@ -120,8 +120,10 @@ BATCH = 1000
 BATCHES = 10
 
 
-async def _batches(url: str, token: str) -> Figure:
+async def _batches(hubs: Hubs, token: str) -> Figure:
     """Jobs/s through `POST /v1/job-batches`: BATCHES requests of BATCH jobs, two at a time."""
+    url = hubs.url
+    meter = hubs.meter()
     headers = {"Authorization": f"Bearer {token}"}
     done = 0
 
@@ -136,18 +138,16 @@ async def _batches(url: str, token: str) -> Figure:
         done += sum(o["status"] == 201 for o in body["items"])
 
     began = time.perf_counter()
+    meter.start()
     async with aiohttp.ClientSession(headers=headers) as session:
         for pair in range(0, BATCHES, 2):
             await asyncio.gather(*(one(session, (pair + k) * BATCH) for k in range(2)))
+    cpu = meter.stop()
     seconds = time.perf_counter() - began
-    print(f"batch: {done / seconds:7.0f} jobs/s ({BATCHES} x {BATCH})")
-    return Figure(
-        "api_batch_jobs_per_s",
-        done / seconds,
-        "jobs/s",
-        True,
-        {"batch": BATCH, "batches": BATCHES, "load_average": os.getloadavg()[0]},
-    )
+    per = {f"{k}_cpu_ms_per_job": round(1000 * v / max(done, 1), 2) for k, v in cpu.items()}
+    print(f"batch: {done / seconds:7.0f} jobs/s ({BATCHES} x {BATCH})  cpu/job: {per}")
+    params = {"batch": BATCH, "batches": BATCHES, **per, "load_average": os.getloadavg()[0]}
+    return Figure("api_batch_jobs_per_s", done / seconds, "jobs/s", True, params)
 
 
 @dataclass(frozen=True)
@@ -267,7 +267,7 @@ async def _measure(hubs: Hubs) -> list[Figure]:
     figures: list[Figure] = []
     for clients in CONCURRENCY:
         figures += await _round(hubs, token, clients, "", profile=clients == 64)
-    figures.append(await _batches(hubs.url, token))  # leaves BATCH x BATCHES jobs queued
+    figures.append(await _batches(hubs, token))  # leaves BATCH x BATCHES jobs queued
     figures += await _round(hubs, token, 64, f"_queued_{BATCH * BATCHES // 1000}k")
     return figures
 
