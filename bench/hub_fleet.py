@@ -102,9 +102,14 @@ async def _submit_batches(url: str, token: str, rng: random.Random, start: int) 
             }
             for n in range(first, first + 1000)
         ]
-        async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:
-            body = await resp.json()
-        accepted += sum(o["status"] == 201 for o in body["items"])
+        while True:  # a refused batch (a loaded hub's 503) is sent again: its keys make that safe
+            async with session.post(url + "/v1/job-batches", json={"items": items}) as resp:
+                body = await resp.json()
+            if resp.status == 200:
+                break
+            print(f"batch refused ({resp.status}: {body.get('detail', '')}); sending it again")
+            await asyncio.sleep(1.0)
+        accepted += sum(o["status"] in (200, 201) for o in body["items"])
 
     async with aiohttp.ClientSession(headers=headers) as session:
         for pair in range(start, start + BURST, 2000):
