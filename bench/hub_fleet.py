@@ -31,7 +31,7 @@ import aiohttp
 import sqlalchemy as sa
 import yaml
 
-from bench.api_throughput import ADMIN, _load, member_token, wait_ready
+from bench.api_throughput import ADMIN, UNLIMITED, _load, member_token, wait_ready
 from bench.hub_loop import random_manifest
 from bench.procs import CpuMeter, descendants, rss_mib, tree
 from bench.results import Figure
@@ -152,8 +152,11 @@ async def _study(workdir: Path) -> list[Figure]:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "DATABASE_URL": db_url, "SUANPAN_ADMIN_TOKEN": ADMIN}
+    config = workdir / "hub.yaml"
+    config.write_text(UNLIMITED)  # measure the hub, not its per-token rate limit (100/s)
     hub = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "api.hub_cli", "serve", f"--port={port}", env=env
+        *(sys.executable, "-m", "api.hub_cli", "serve", f"--port={port}", f"--config={config}"),
+        env=env,
     )
     agents: list[asyncio.subprocess.Process] = []
     try:
