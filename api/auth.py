@@ -3,13 +3,14 @@ or an OIDC provider's JWT where one is configured)."""
 
 from __future__ import annotations
 
-import time
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 from aiohttp import web
 from sqlalchemy.exc import SQLAlchemyError
 
+from api.cache import Recent
 from api.context import ctx
 from api.oidc import OIDC, looks_like_jwt
 from api.problems import Handler
@@ -23,37 +24,33 @@ CACHE_TTL_S = 2.0
 OUTAGE_GRACE_S = 300.0  # while the database is unreachable, tokens valid this recently pass
 
 
-class TokenCache:
-    """Valid tokens seen recently, so most requests skip the token lookup.
+class TokenCache(Recent[str, Principal]):
+    """Tokens seen valid recently, so most requests skip the token lookup.
 
     Only valid tokens are cached, for `CACHE_TTL_S` and never past their expiry: a revocation
     takes effect at once on the replica that revoked (it clears the cache) and within the TTL
-    on the others. While the
-    database cannot be reached (nothing can be revoked then), a token seen valid within
-    `OUTAGE_GRACE_S` still passes, so that `/metrics` can report the outage.
+    on the others. Requests that miss together share one lookup. While the database cannot be
+    reached (nothing can be revoked then), a token seen valid within `OUTAGE_GRACE_S` still
+    passes, so that `/metrics` can report the outage.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[str, tuple[Principal, float]] = {}  # token -> (principal, seen at)
+        super().__init__(CACHE_TTL_S)
 
-    def get(self, token: str, max_age_s: float = CACHE_TTL_S) -> Principal | None:
-        """The cached principal of `token`, if seen valid within `max_age_s`."""
-        entry = self._entries.get(token)
-        if entry is None or time.monotonic() - entry[1] > max_age_s:
-            return None
-        if entry[0].expired(datetime.now(UTC)):
-            return None
-        return entry[0]
-
-    def put(self, token: str, principal: Principal) -> None:
-        """Remember a valid token."""
-        if len(self._entries) > 10_000:
-            self._entries.clear()
-        self._entries[token] = (principal, time.monotonic())
-
-    def clear(self) -> None:
-        """Forget every token (after a revocation)."""
-        self._entries.clear()
+    async def principal(self, token: str, load: Callable[[], Awaitable[Principal]]) -> Principal:
+        """The principal of `token`: recently seen, or looked up by `load` (which raises for
+        an invalid token)."""
+        now = datetime.now(UTC)
+        try:
+            principal = await self.get(token, load)
+        except (OSError, SQLAlchemyError):
+            seen = self.recent(token, OUTAGE_GRACE_S)
+            if seen is None:
+                raise
+            principal = seen
+        if principal.expired(now):  # seen valid before it expired
+            raise Unauthorized("token expired")
+        return principal
 
 
 TOKENS = TokenCache()
@@ -70,15 +67,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Authorization must be 'Bearer <token>'")
         token = token.strip()
-        principal = TOKENS.get(token)
-        if principal is None:
-            try:
-                principal = await _authenticate(request, token)
-            except (OSError, SQLAlchemyError):
-                principal = TOKENS.get(token, OUTAGE_GRACE_S)
-                if principal is None:
-                    raise
-            TOKENS.put(token, principal)
+        principal = await TOKENS.principal(token, lambda: _authenticate(request, token))
         await _bind_client_cert(request, principal)
         request[PRINCIPAL] = principal
     return await handler(request)

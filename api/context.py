@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from api.cache import Recent
 from api.feasibility import FleetCheck
 from federation.catalog import Catalog
 from federation.hubconfig import HubConfig
@@ -14,6 +16,11 @@ from federation.metrics import in_process_loop_metrics
 from federation.store.database import Database
 from federation.store.group_commit import GroupCommit
 from federation.store.listener import Listener
+from federation.store.tenancy import SubmissionTarget
+
+TARGET_TTL_S = 2.0
+# who submits (their tenant), the tenant named, the queue and the priority class
+TargetKey = tuple[uuid.UUID | None, str | None, str, str]
 
 
 @dataclass
@@ -26,6 +33,11 @@ class HubContext:
     fleet_check: FleetCheck
     submissions: GroupCommit
     config: HubConfig = field(default_factory=HubConfig)
+    # resolved submission targets: a change of tenant policy, or a tenant or queue deleted,
+    # clears them here (the replica that changed it) and lapses within the TTL elsewhere
+    targets: Recent[TargetKey, SubmissionTarget] = field(
+        default_factory=lambda: Recent(TARGET_TTL_S)
+    )
     listener: Listener | None = None
     # the scheduling loop's exposition: this process's, or the one its loop process writes
     loop_metrics: Callable[[], bytes] = in_process_loop_metrics

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -13,6 +14,8 @@ import sys
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+
+import uvloop
 
 from federation.aio import cancel_all
 from federation.catalog import load_catalog
@@ -35,6 +38,14 @@ from federation.store.listener import JOBS, Listener
 
 log = logging.getLogger("suanpan.hub")
 LOG_LEVEL_ENV = "SUANPAN_LOG_LEVEL"  # WARNING by default; INFO adds a line per request
+
+
+# A hub keeps a large heap of long-lived objects (the catalog, the loop's decoded jobs and
+# nodes, the API's emptied fleet) and makes many short-lived ones per request and per cycle;
+# with CPython's default thresholds (700, 10, 10) the cyclic collector traversed that heap
+# about once per cycle: 45% of the CPU of a cycle over 10,000 running jobs (1.1 s instead of
+# 2.0-2.3 s with these). Memory is still freed by reference counting in between.
+GC_THRESHOLDS = (100_000, 50, 100)
 
 
 def embedded_dir(settings: HubSettings) -> Path:
@@ -259,7 +270,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
             return 2
     if args.command == "schedule":
-        asyncio.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
+        gc.set_threshold(*GC_THRESHOLDS)
+        uvloop.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
         return 0
     if args.data_dir is not None:
         settings = replace(settings, data_dir=args.data_dir)
@@ -285,7 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("suanpan-hub: give both a TLS certificate and its key", file=sys.stderr)
         return 2
     loop_args = ["--config", str(args.config)] if args.config is not None else []
-    asyncio.run(serve(settings, config, loop_args))
+    gc.set_threshold(*GC_THRESHOLDS)
+    uvloop.run(serve(settings, config, loop_args))
     return 0
 
 

@@ -17,13 +17,16 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 
-from bench.procs import cpu_seconds
+from bench.procs import CpuMeter, descendants, tree
+from bench.profile import Sampler, available, markdown
 from bench.results import Figure
+from bench.run import SECTIONS
 from deploy.fleet import free_port
 from federation.store import migrate
 from federation.store.embedded import EmbeddedPostgres
@@ -76,9 +79,10 @@ async def member_token(session: aiohttp.ClientSession, url: str, tenant: str) ->
         return str((await resp.json())["token"])
 
 
-async def wait_ready(url: str) -> None:
+async def wait_ready(url: str, seconds: float = 90.0) -> None:
+    """Until the hub at `url` answers /readyz (a loaded machine starts it slowly)."""
     async with aiohttp.ClientSession() as s:
-        for _ in range(200):
+        for _ in range(int(seconds * 10)):
             try:
                 async with s.get(url + "/readyz") as r:
                     if r.status == 200:
@@ -116,8 +120,10 @@ BATCH = 1000
 BATCHES = 10
 
 
-async def _batches(url: str, token: str) -> Figure:
+async def _batches(hubs: Hubs, token: str) -> Figure:
     """Jobs/s through `POST /v1/job-batches`: BATCHES requests of BATCH jobs, two at a time."""
+    url = hubs.url
+    meter = hubs.meter()
     headers = {"Authorization": f"Bearer {token}"}
     done = 0
 
@@ -132,47 +138,77 @@ async def _batches(url: str, token: str) -> Figure:
         done += sum(o["status"] == 201 for o in body["items"])
 
     began = time.perf_counter()
+    meter.start()
     async with aiohttp.ClientSession(headers=headers) as session:
         for pair in range(0, BATCHES, 2):
             await asyncio.gather(*(one(session, (pair + k) * BATCH) for k in range(2)))
+    cpu = meter.stop()
     seconds = time.perf_counter() - began
-    print(f"batch: {done / seconds:7.0f} jobs/s ({BATCHES} x {BATCH})")
-    return Figure(
-        "api_batch_jobs_per_s",
-        done / seconds,
-        "jobs/s",
-        True,
-        {"batch": BATCH, "batches": BATCHES, "load_average": os.getloadavg()[0]},
-    )
+    per = {f"{k}_cpu_ms_per_job": round(1000 * v / max(done, 1), 2) for k, v in cpu.items()}
+    print(f"batch: {done / seconds:7.0f} jobs/s ({BATCHES} x {BATCH})  cpu/job: {per}")
+    params = {"batch": BATCH, "batches": BATCHES, **per, "load_average": os.getloadavg()[0]}
+    return Figure("api_batch_jobs_per_s", done / seconds, "jobs/s", True, params)
 
 
-async def _round(url: str, token: str, clients: int, workers: int, suffix: str) -> list[Figure]:
-    """Rate, p50 and p99 of `clients` submitting for DURATION_S, and CPU per submission."""
-    hub_cpu, db_cpu = cpu_seconds("api.hub_cli"), cpu_seconds("postgres: ")
-    n, lat = await _load(url, token, clients, DURATION_S)
-    hub_cpu = cpu_seconds("api.hub_cli") - hub_cpu
-    db_cpu = cpu_seconds("postgres: ") - db_cpu
+@dataclass(frozen=True)
+class Hubs:
+    """The hub processes under measurement and their database server."""
+
+    url: str
+    api: list[int]  # the `serve` processes
+    postgres: int
+
+    def meter(self) -> CpuMeter:
+        """CPU of the API processes, of their scheduling children, and of PostgreSQL."""
+        return CpuMeter(
+            api=lambda: self.api,
+            loop=lambda: descendants(*self.api),
+            postgres=lambda: tree(self.postgres),
+        )
+
+
+async def _round(
+    hubs: Hubs, token: str, clients: int, suffix: str, profile: bool = False
+) -> list[Figure]:
+    """Rate, p50 and p99 of `clients` submitting for DURATION_S, CPU per submission of each
+    group of processes; with `profile`, where the API processes' CPU goes (a report section)."""
+    meter = hubs.meter()
+    sampler = Sampler(hubs.api, DURATION_S) if profile and available() else None
+    meter.start()
+    if sampler is not None:
+        await sampler.start()
+    n, lat = await _load(hubs.url, token, clients, DURATION_S)
+    cpu = meter.stop()
     lat.sort()
+    per = {name: round(1000 * seconds / max(n, 1), 2) for name, seconds in cpu.items()}
     params = {
         "clients": clients,
-        "hub_processes": workers,
+        "hub_processes": len(hubs.api),
         "duration_s": DURATION_S,
-        "hub_cpu_ms_per_submission": round(1000 * hub_cpu / max(n, 1), 2),
-        "postgres_cpu_ms_per_submission": round(1000 * db_cpu / max(n, 1), 2),
+        "api_cpu_ms_per_submission": per["api"],
+        "loop_cpu_ms_per_submission": per["loop"],
+        "postgres_cpu_ms_per_submission": per["postgres"],
         "load_average": os.getloadavg()[0],
     }
     p50 = statistics.median(lat) * 1000
     p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] * 1000
     print(
         f"c={clients:3d}{suffix}: {n / DURATION_S:7.0f}/s  p50 {p50:6.1f} ms  p99 {p99:6.1f} ms"
-        f"  cpu/submission: hub {params['hub_cpu_ms_per_submission']} ms,"
-        f" postgres {params['postgres_cpu_ms_per_submission']} ms"
+        f"  cpu/submission: api {per['api']} ms, loop {per['loop']} ms,"
+        f" postgres {per['postgres']} ms  (load {params['load_average']:.1f})"
     )
+    if sampler is not None:
+        found = await sampler.result()
+        section = markdown(found, f"Where the API's CPU goes: {clients} clients", per["api"])
+        SECTIONS.mkdir(exist_ok=True)
+        (SECTIONS / "api_throughput.md").write_text(section)
+        print(section)
     rate = n / DURATION_S
     return [
         Figure(f"api_submissions_per_s_c{clients}{suffix}", rate, "submissions/s", True, params),
         Figure(f"api_submit_p50_ms_c{clients}{suffix}", p50, "ms", False, params),
         Figure(f"api_submit_p99_ms_c{clients}{suffix}", p99, "ms", False, params),
+        Figure(f"api_cpu_ms_per_submission_c{clients}{suffix}", per["api"], "ms", False, params),
     ]
 
 
@@ -195,31 +231,44 @@ async def start_hubs(
         )
         for _ in range(workers)
     ]
-    await wait_ready(url)
+    try:
+        await wait_ready(url)
+    except BaseException:
+        for p in procs:
+            p.terminate()
+        raise
     return url, procs
 
 
 async def _study(workers: int) -> list[Figure]:
     pg = EmbeddedPostgres()
     db_url = await pg.start()
-    await migrate.upgrade(db_url)
-    with config_file(UNLIMITED) as config:
-        url, procs = await start_hubs(db_url, workers, config)
-    figures: list[Figure] = []
     try:
-        async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
-            token = await member_token(s, url, "bench")
-        await _load(url, token, 4, 1.0)  # warm-up
-        for clients in CONCURRENCY:
-            figures += await _round(url, token, clients, workers, "")
-        figures.append(await _batches(url, token))  # leaves BATCH x BATCHES jobs queued
-        figures += await _round(url, token, 64, workers, f"_queued_{BATCH * BATCHES // 1000}k")
+        assert pg.pid is not None
+        await migrate.upgrade(db_url)
+        with config_file(UNLIMITED) as config:  # kept: a restarted scheduling child reads it
+            url, procs = await start_hubs(db_url, workers, config)
+            try:
+                return await _measure(Hubs(url, [p.pid for p in procs], pg.pid))
+            finally:
+                for p in procs:
+                    p.terminate()
+                for p in procs:
+                    await p.wait()
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            await p.wait()
         await pg.stop()
+
+
+async def _measure(hubs: Hubs) -> list[Figure]:
+    """Every round, on hubs started and ready."""
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {ADMIN}"}) as s:
+        token = await member_token(s, hubs.url, "bench")
+    await _load(hubs.url, token, 4, 1.0)  # warm-up
+    figures: list[Figure] = []
+    for clients in CONCURRENCY:
+        figures += await _round(hubs, token, clients, "", profile=clients == 64)
+    figures.append(await _batches(hubs, token))  # leaves BATCH x BATCHES jobs queued
+    figures += await _round(hubs, token, 64, f"_queued_{BATCH * BATCHES // 1000}k")
     return figures
 
 

@@ -83,7 +83,7 @@ async def _study(n: int, db: Database, hub_url: str, token: str, workdir: Path) 
         async with db.connection() as conn:
             generation = await conn.scalar(sa.select(clusters.c.inventory_generation))
         await asyncio.sleep(2.0)  # steady state
-        rss = rss_mib(Path(f"/proc/{agent.pid}"))
+        rss = rss_mib(agent.pid)
     finally:
         agent.terminate()
         await agent.wait()

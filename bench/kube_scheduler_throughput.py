@@ -1,14 +1,17 @@
-"""Pods per second of the real kube-scheduler with and without the Suanpan extender.
+"""Pods per second of the real kube-scheduler with and without the Suanpan extender, at 200
+and at 1,000 nodes.
 
-One local cluster (deploy/local) with 200 extra kwok nodes of 8 Ascend 910B3 each, and
-`suanpan-extender` running against it. For each mode, 500 pods asking for 1, 2 or 4 NPUs
-(about 60 % of the NPUs) are created for a scheduler name nobody serves yet; then a
-kube-scheduler is started with deploy/scheduler's generated configuration for that name,
-with the extender ("with") or with the `extenders` entry removed ("without"). The rate is
-measured between the first and the last binding seen on a watch, so pod creation and the
-scheduler's start-up do not count. Both runs use the same nodes one after the other (the
-first run's pods are deleted in between); kube-scheduler's client limit is raised to
-1,000 requests/s in both, so that its default 50/s does not cap the run that binds itself.
+One local cluster (deploy/local) with kwok nodes of 8 Ascend 910B3 each (200, then 800 more),
+and `suanpan-extender` running against it. For each measurement, 500 pods asking for 1, 2 or
+4 NPUs are created for a scheduler name nobody serves yet; then a kube-scheduler is started
+with deploy/scheduler's generated configuration for that name, with the extender ("with") or
+with the `extenders` entry removed ("without"). The rate is measured between the first and the
+last binding seen on a watch, so pod creation and the scheduler's start-up do not count. The
+two configurations are interleaved (without, with, with, without) on the same nodes, each
+run's pods deleted before the next, and each figure is the mean of its two runs, so that a
+change in the machine's load during the study weighs on both alike; kube-scheduler's client
+limit is raised to 1,000 requests/s in both, so that its default 50/s does not cap the run
+that binds itself.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import statistics
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -37,8 +42,9 @@ from tests.e2e.test_extender import (
     start_kube_scheduler,
 )
 
-NODES = 200
+NODE_COUNTS = (200, 1000)
 PODS = 500
+ORDER = (False, True, True, False)  # with the extender?
 SHAPES = (1, 2, 4, 1, 2)
 RESOURCE = "huawei.com/Ascend910B3"
 
@@ -48,20 +54,21 @@ def _client(cs: ClusterState) -> KubeClient:
     return KubeClient(cs.apiserver_url, cs.token, cs.ca_file, timeout_s=120)
 
 
-async def _add_nodes(kc: KubeClient, cluster: str) -> None:
+async def _add_nodes(kc: KubeClient, cluster: str, start: int, stop: int) -> None:
+    """Nodes `bench-<start>` to `bench-<stop - 1>`, Ready."""
     sem = asyncio.Semaphore(16)
 
     async def one(i: int) -> None:
         async with sem:
-            await kc.post("/api/v1/nodes", node_manifest(cluster, f"bench-{i:03d}", {RESOURCE: 8}))
+            await kc.post("/api/v1/nodes", node_manifest(cluster, f"bench-{i:04d}", {RESOURCE: 8}))
 
-    await asyncio.gather(*(one(i) for i in range(NODES)))
-    names = [f"bench-{i:03d}" for i in range(NODES)]
+    await asyncio.gather(*(one(i) for i in range(start, stop)))
+    names = [f"bench-{i:04d}" for i in range(start, stop)]
 
     async def ready() -> bool:
         return not await unready_nodes(kc, names)
 
-    await wait_for(f"{NODES} nodes of {cluster} Ready", ready, 180, interval_s=1)
+    await wait_for(f"{stop - start} nodes of {cluster} Ready", ready, 300, interval_s=1)
 
 
 async def _namespace(kc: KubeClient) -> str:
@@ -141,33 +148,63 @@ async def _measure(
             scheduler.terminate()
             await asyncio.to_thread(scheduler.wait, 10)
         first, last = min(bound.values()), max(bound.values())
-        await kc.request("DELETE", f"/api/v1/namespaces/{ns}/pods?gracePeriodSeconds=0")
+
+        asked = False
 
         async def gone() -> bool:
+            nonlocal asked
+            try:  # a loaded apiserver may time out (504) while it deletes: ask again
+                if not asked:
+                    await kc.request("DELETE", f"/api/v1/namespaces/{ns}/pods?gracePeriodSeconds=0")
+                    asked = True
+            except KubeError as exc:
+                if exc.status != 504:
+                    raise
             return not (await kc.get(f"/api/v1/namespaces/{ns}/pods?limit=1"))["items"]
 
-        await wait_for("pods deleted", gone, 120, interval_s=0.5)
+        await wait_for("pods deleted", gone, 300, interval_s=1)
         return {"pods_per_s": (PODS - 1) / (last - first), "seconds": last - first}
 
 
-async def _study() -> list[Figure]:
+async def _study(node_counts: tuple[int, ...]) -> list[Figure]:
     bin_dir = await asyncio.to_thread(ensure_binaries)
     port = free_ports(1)[0]
     env = await up(1, extender_url=f"http://127.0.0.1:{port}", bin_dir=bin_dir)
     cs = env.clusters[0]
     extender = ExtenderProcess.start(cs.kubeconfig, port, env.workdir / "extender.log")
+    figures: list[Figure] = []
     try:
         await extender.wait_ready()
-        async with _client(cs) as kc:
-            await _add_nodes(kc, cs.name)
         config = scheduler_config(load_catalog(), url=extender.url)
         plain = {k: v for k, v in config.items() if k != "extenders"}
-        without = await _measure(cs, bin_dir, plain, "bench-without", env.workdir / "without")
-        with_ext = await _measure(cs, bin_dir, config, "bench-with", env.workdir / "with")
-        metrics = await extender.metrics()
+        added = 0
+        for nodes in node_counts:
+            async with _client(cs) as kc:
+                await _add_nodes(kc, cs.name, added, nodes)
+            added = nodes
+            runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+            for i, with_extender in enumerate(ORDER):
+                name = f"bench-{nodes}-{i}-{'with' if with_extender else 'without'}"
+                runs[with_extender].append(
+                    await _measure(
+                        cs,
+                        bin_dir,
+                        config if with_extender else plain,
+                        name,
+                        env.workdir / name,
+                    )
+                )
+            figures += _figures(nodes, runs, await extender.metrics())
     finally:
         extender.stop()
         await down(env.workdir)
+    return figures
+
+
+def _figures(
+    nodes: int, runs: dict[bool, list[dict[str, float]]], metrics: dict[str, float]
+) -> list[Figure]:
+    """The pair of rates at `nodes` nodes and their ratio (extender figures: cumulative)."""
 
     def mean_ms(verb: str) -> float:
         total = metrics[f"suanpan_extender_call_seconds_sum{{verb={verb}}}"]
@@ -175,42 +212,54 @@ async def _study() -> list[Figure]:
             1000 * total / metrics[f"suanpan_extender_call_seconds_count{{verb={verb}}}"], 2
         )
 
+    rate = {mode: statistics.mean(r["pods_per_s"] for r in found) for mode, found in runs.items()}
     params = {
-        "nodes": NODES,
+        "nodes": nodes,
         "pods": PODS,
         "npus_per_pod": list(SHAPES),
-        "seconds_with": round(with_ext["seconds"], 2),
-        "seconds_without": round(without["seconds"], 2),
-        "extender_mean_ms": {verb: mean_ms(verb) for verb in ("filter", "prioritize", "bind")},
-        "bind_conflicts": metrics.get("suanpan_extender_bind_conflicts_total{}", 0.0),
+        "pods_per_s_each_run": {
+            ("with" if mode else "without"): [round(r["pods_per_s"], 1) for r in found]
+            for mode, found in runs.items()
+        },
+        "extender_mean_ms_so_far": {v: mean_ms(v) for v in ("filter", "prioritize", "bind")},
+        "bind_conflicts_so_far": metrics.get("suanpan_extender_bind_conflicts_total{}", 0.0),
         "client_qps": 1000,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "kubernetes": "v1.36.2",
     }
+    print(f"{nodes} nodes: {params}")
     return [
         Figure(
-            "kube_scheduler_pods_per_s_with_extender",
-            round(with_ext["pods_per_s"], 1),
+            f"kube_scheduler_pods_per_s_with_extender_{nodes}_nodes",
+            round(rate[True], 1),
             "pods/s",
             True,
             params,
         ),
         Figure(
-            "kube_scheduler_pods_per_s_without_extender",
-            round(without["pods_per_s"], 1),
+            f"kube_scheduler_pods_per_s_without_extender_{nodes}_nodes",
+            round(rate[False], 1),
             "pods/s",
+            True,
+            params,
+        ),
+        Figure(
+            f"kube_scheduler_extender_ratio_{nodes}_nodes",
+            round(rate[True] / rate[False], 3),
+            "with / without",
             True,
             params,
         ),
     ]
 
 
-def run() -> list[Figure]:
+def run(node_counts: tuple[int, ...] = NODE_COUNTS) -> list[Figure]:
     """kube-scheduler throughput with and without the extender, side by side."""
-    return asyncio.run(_study())
+    return asyncio.run(_study(node_counts))
 
 
 if __name__ == "__main__":
-    for figure in run():
+    counts = tuple(int(a) for a in sys.argv[1:]) or NODE_COUNTS
+    for figure in run(counts):
         write_figure(figure)
         print(f"{figure.name}: {figure.value} {figure.unit} {figure.params}")

@@ -1,42 +1,93 @@
-"""What benchmarks read from /proc about the processes they start: CPU time and memory."""
+"""What benchmarks read from /proc about the processes they start: CPU time and memory.
+
+Processes are named by the id of one a benchmark started and counted with their descendants
+(a hub's scheduling child, PostgreSQL's backends), never by command line: other hubs and
+servers on the machine must not count.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 
-def matching(match: str) -> list[Path]:
-    """The /proc entries of every process whose command line contains `match`."""
-    found = []
+def _parent(proc: Path) -> int | None:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _children() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if match in (proc / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(proc)
-        except OSError:
-            continue
+        if proc.name.isdigit():
+            parent = _parent(proc)
+            if parent is not None:
+                children.setdefault(parent, []).append(int(proc.name))
+    return children
+
+
+def tree(*roots: int) -> list[int]:
+    """`roots` and every process descending from them, as they run now."""
+    children = _children()
+    found, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
     return found
 
 
-def cpu_seconds(match: str) -> float:
-    """User+system CPU seconds of every process whose command line contains `match`."""
+def descendants(*roots: int) -> list[int]:
+    """Every process descending from `roots` (not the roots), as they run now."""
+    return [pid for pid in tree(*roots) if pid not in roots]
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User+system CPU seconds of the processes `pids` (those gone count 0)."""
     ticks = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for proc in matching(match):
+    for pid in pids:
         try:
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         total += (int(fields[11]) + int(fields[12])) / ticks
     return total
 
 
-def rss_mib(proc: Path) -> float:
-    """Resident memory of the process at `proc` (/proc/<pid>); 0 once it is gone."""
+class CpuMeter:
+    """CPU seconds spent by named groups of processes between `start` and `stop`; each group is
+    a function listing its processes (read at both ends: a process that starts in between, a
+    new database backend, counts from its start; one that ends in between counts nothing)."""
+
+    def __init__(self, **groups: Callable[[], Iterable[int]]) -> None:
+        self._groups = groups
+        self._begin: dict[str, dict[int, float]] = {}
+
+    def _read(self) -> dict[str, dict[int, float]]:
+        return {
+            name: {pid: cpu_seconds([pid]) for pid in pids()} for name, pids in self._groups.items()
+        }
+
+    def start(self) -> None:
+        """Read every group's CPU time now."""
+        self._begin = self._read()
+
+    def stop(self) -> dict[str, float]:
+        """CPU seconds of each group since `start`."""
+        return {
+            name: sum(now - self._begin[name].get(pid, 0.0) for pid, now in pids.items())
+            for name, pids in self._read().items()
+        }
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of process `pid`; 0 once it is gone."""
     try:
-        status = (proc / "status").read_text().splitlines()
+        status = Path(f"/proc/{pid}/status").read_text().splitlines()
     except OSError:
         return 0.0
     return sum(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) / 1024

@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 from dataclasses import replace
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -45,7 +46,8 @@ IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
 
 
 async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
-    """Tenant, queue and priority class of a submission, each missing one a precise error."""
+    """Tenant, queue and priority class of a submission (resolved recently, or now), each
+    missing one a precise error."""
     who = call.who
     named = manifest.metadata.tenant
     if who.tenant_id is None and named is None:
@@ -53,6 +55,14 @@ async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
             "metadata.tenant is required for tokens not bound to a tenant",
             [FieldError("metadata.tenant", "required for admin tokens", "a tenant name")],
         )
+    key = (who.tenant_id, named, manifest.spec.queue, manifest.spec.priority_class)
+    return await ctx(call.request).targets.get(key, lambda: _resolve(call, manifest))
+
+
+async def _resolve(call: Call, manifest: JobManifest) -> SubmissionTarget:
+    """The submission target read from the database; a precise error if it is incomplete."""
+    who = call.who
+    named = manifest.metadata.tenant
     async with ctx(call.request).db.connection() as conn:
         target = await tenancy.submission_target(
             conn,
@@ -160,7 +170,7 @@ async def submit_job(call: Call) -> Reply:
             ],
         )
     try:
-        new = await _prepare(call, manifest, key, {})
+        new = await _prepare(call, manifest, key)
     except InvalidInput as exc:
         if isinstance(submitted, JobManifest):
             raise
@@ -170,21 +180,18 @@ async def submit_job(call: Call) -> Reply:
     return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
 
 
-Targets = dict[tuple[str | None, str, str], SubmissionTarget]
+def _digest(spec: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
-async def _prepare(
-    call: Call, manifest: JobManifest, key: str | None, targets: Targets
-) -> job_store.NewJob:
+async def _prepare(call: Call, manifest: JobManifest, key: str | None) -> job_store.NewJob:
     """What the store needs to queue a validated manifest: compiled, its tenant, queue and
-    priority resolved (remembered in `targets`), refused if no cluster could ever run it."""
+    priority resolved, refused if no cluster could ever run it."""
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
-    digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    # a repeat of an idempotency key is told from a conflicting reuse by the body's digest
+    digest = _digest(spec) if key is not None else None
     compiled = _compile(call, manifest)
-    where = (manifest.metadata.tenant, manifest.spec.queue, manifest.spec.priority_class)
-    target = targets.get(where)
-    if target is None:
-        target = targets[where] = await _target(call, manifest)
+    target = await _target(call, manifest)
     assert target.queue_id is not None and target.priority is not None
     _check_policy(TenantPolicy.model_validate(target.policy), compiled)
     await _check_runnable(
@@ -228,7 +235,6 @@ async def submit_batch(call: Call) -> Reply:
     accepted (201, or 200 for a repeat of its key) or refused with its own problem document,
     whatever the others do; all accepted ones are written in one transaction."""
     batch = call.body_as(JobBatch)
-    targets: Targets = {}
     outcomes: list[BatchOutcome | None] = []
     news: list[job_store.NewJob] = []
     for item in batch.items:
@@ -239,7 +245,7 @@ async def submit_batch(call: Call) -> Reply:
             outcomes.append(_refused(invalid(exc, "manifest")))
             continue
         try:
-            news.append(await _prepare(call, manifest, item.idempotency_key, targets))
+            news.append(await _prepare(call, manifest, item.idempotency_key))
         except SuanpanError as exc:
             outcomes.append(_refused(exc))
             continue

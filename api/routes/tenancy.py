@@ -146,6 +146,7 @@ async def set_tenant_policy(call: Call) -> Reply:
         tenant = await tenancy.set_policy(
             conn, call.path("tenant"), policy.model_dump(mode="json", by_alias=True)
         )
+    ctx(call.request).targets.clear()
     return Reply(200, TenantPolicy.model_validate(tenant.policy))
 
 
@@ -162,6 +163,7 @@ async def delete_tenant(call: Call) -> Reply:
     """Delete a tenant that has no queues."""
     async with ctx(call.request).db.transaction() as conn:
         await tenancy.delete_tenant(conn, call.path("tenant"))
+    ctx(call.request).targets.clear()
     return Reply(204)
 
 
@@ -315,6 +317,7 @@ async def delete_queue(call: Call) -> Reply:
         tenant = await tenancy.get_tenant(conn, call.path("tenant"))
         queue = await tenancy.get_queue(conn, tenant.id, call.path("queue"))
         await tenancy.delete_queue(conn, queue)
+    ctx(call.request).targets.clear()
     return Reply(204)
 
 

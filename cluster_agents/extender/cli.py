@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
+import uvloop
 from aiohttp import web
 
 from cluster_agents.extender.cache import Cache
@@ -100,5 +101,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not host or not port.isdigit():
         print(f"suanpan-extender: --listen needs HOST:PORT, got {args.listen!r}", file=sys.stderr)
         return 2
-    asyncio.run(serve(catalog, args.kubeconfig, host, int(port), args.policy, args.gang_wait))
+    uvloop.run(serve(catalog, args.kubeconfig, host, int(port), args.policy, args.gang_wait))
     return 0

@@ -6,13 +6,13 @@ instead of kubernetes_asyncio's model classes, which cost far more than the back
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Collection
 from datetime import datetime
 from typing import Any
 
 import aiohttp
+import orjson
 
 from cluster_agents.kube.metrics import BackendMetrics
 
@@ -47,7 +47,7 @@ async def call(
     finally:
         metrics.api_seconds.labels(name, str(status)).observe(time.perf_counter() - start)
     try:
-        body: JSON = json.loads(raw) if raw else {}
+        body: JSON = orjson.loads(raw) if raw else {}
     except ValueError:
         body = {"message": raw[:200].decode(errors="replace")}
     if 200 <= status < 300 or status in accept:

@@ -11,13 +11,13 @@ open): what the agent and the extender report as their reachability.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+import orjson
 
 from cluster_agents.kube.api import JSON, KubeAPIError, call, timestamp
 from cluster_agents.kube.metrics import BackendMetrics
@@ -152,7 +152,7 @@ class Reflector:
                 self.problem = None
                 async for line in resp.content:
                     if line.strip():
-                        self._apply(json.loads(line))
+                        self._apply(orjson.loads(line))
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise KubeAPIError(0, f"watch {self.resource}: {exc}") from exc
 

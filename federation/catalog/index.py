@@ -15,6 +15,8 @@ from federation.catalog.types import (
     normalize_product,
 )
 
+MAX_MATCHES = 4096
+
 
 @dataclass(frozen=True)
 class Catalog:
@@ -26,6 +28,11 @@ class Catalog:
     _managed: tuple[str, ...] = field(init=False, repr=False, compare=False)
     _users: Mapping[str, tuple[tuple[AcceleratorModel, ...], tuple[AcceleratorModel, ...]]] = field(
         init=False, repr=False, compare=False
+    )
+    # match() by spec: every submission compiles its flavors through it (a user's specs are
+    # few; the table stops growing at MAX_MATCHES)
+    _matches: dict[str, tuple[AcceleratorModel, ...]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
     )
 
     def __post_init__(self) -> None:
@@ -64,16 +71,20 @@ class Catalog:
         a model name or one of its aliases: "huawei/Ascend910B3", "huawei/*", "nvidia/H100*",
         "V100M32" (an alias, any vendor).
         """
-        vendor, sep, name = spec.strip().lower().rpartition("/")
-        vendor = vendor if sep else "*"
-        if not name:
-            return []
-        return [
-            model
-            for key, model in sorted(self.models.items())
-            if fnmatchcase(model.vendor.value, vendor)
-            and any(fnmatchcase(n.lower(), name) for n in (model.model, *model.aliases))
-        ]
+        found = self._matches.get(spec)
+        if found is None:
+            vendor, sep, name = spec.strip().lower().rpartition("/")
+            vendor = vendor if sep else "*"
+            found = tuple(
+                model
+                for key, model in sorted(self.models.items())
+                if name
+                and fnmatchcase(model.vendor.value, vendor)
+                and any(fnmatchcase(n.lower(), name) for n in (model.model, *model.aliases))
+            )
+            if len(self._matches) < MAX_MATCHES:
+                self._matches[spec] = found
+        return list(found)
 
     def speed(self, key: str) -> float:
         """Normalized speed of one device of the model `key`; KeyError if unknown."""

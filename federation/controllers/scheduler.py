@@ -40,6 +40,7 @@ class CycleReport:
     read_s: float = 0.0  # phase 1: the snapshot
     core_s: float = 0.0  # phase 2: the pure core
     write_s: float = 0.0  # phase 4: the decisions
+    cpu_s: float = 0.0  # CPU time of this process (all its threads) during the cycle
 
 
 class SchedulerLoop:
@@ -68,7 +69,7 @@ class SchedulerLoop:
 
     async def cycle(self) -> CycleReport:
         """One scheduling cycle (the caller must lead)."""
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         now = time.time()  # one instant for run times and the core: expected ends stay put
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -98,6 +99,7 @@ class SchedulerLoop:
             read_done - start,
             core_done - read_done,
             write_done - core_done,
+            time.process_time() - cpu_start,
         )
         metrics.CYCLE_SECONDS.observe(report.seconds)
         metrics.PENDING.set(len(result.pending))
@@ -163,15 +165,26 @@ class SchedulerLoop:
             self._health_said = set(changes)
             report = await self.cycle()
             await self.sample_history()
-            if report.written.placed or report.written.preempted or report.written.rejected:
+            decided = report.written.placed or report.written.preempted
+            if decided or report.written.rejected:
                 log.info("cycle: %s", report)
-            await self._wait(stop)
+            # a cycle that placed nothing is not followed at once by another: while
+            # submissions stream in, each would wake a cycle over the whole queue
+            await self._wait(stop, 0.0 if decided else report.seconds)
 
-    async def _wait(self, stop: asyncio.Event) -> None:
+    async def _wait(self, stop: asyncio.Event, settle_s: float) -> None:
+        """Until a job is submitted or changes (at least `settle_s`), or the interval ends."""
+        interval = self.config.interval_s
         if self.listener is None:
-            await sleep_unless_stopped(stop, self.config.interval_s)
-        else:
-            await self.listener.wait(JOBS, seconds=self.config.interval_s)
+            await sleep_unless_stopped(stop, interval)
+            return
+        woken = asyncio.create_task(self.listener.wait(JOBS, seconds=interval))
+        try:
+            await sleep_unless_stopped(stop, min(settle_s, interval))
+            if not stop.is_set():
+                await woken
+        finally:
+            await cancel_all([woken])
 
 
 def _observe(placed: list[Placement], now: float) -> None:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import asyncpg
+import orjson
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -37,6 +40,16 @@ def is_outage(exc: BaseException) -> bool:
     return False
 
 
+def json_text(value: Any) -> str:
+    """JSON of a JSON/JSONB value for PostgreSQL: orjson (submissions write whole manifests and
+    the loop reads every compiled job), the standard library for what orjson refuses (integers
+    beyond 64 bits)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value)
+
+
 def async_url(url: str) -> str:
     """Return `url` with the asyncpg driver, whatever driver (if any) it names."""
     parsed = make_url(url)
@@ -55,6 +68,8 @@ class Database:
             pool_recycle=300,
             hide_parameters=True,  # failed statements must not log job specs or env values
             connect_args={"timeout": 10},  # seconds to connect before a request fails (503)
+            json_serializer=json_text,
+            json_deserializer=orjson.loads,
             # no pre-ping (a round trip per checkout): a connection that died with the server
             # fails its statement once, is invalidated, and the caller's retry gets a fresh one
         )

@@ -73,6 +73,11 @@ class EmbeddedPostgres:
         self._lock: IO[str] | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The server's process id while it runs (its backends are its children)."""
+        return self._proc.pid if self._proc is not None else None
+
     async def start(self, timeout_s: float = 60.0) -> str:
         """Lock the data directory, initdb on first use, start the server, return its URL."""
         try:

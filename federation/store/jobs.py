@@ -138,9 +138,16 @@ async def submit_many(conn: AsyncConnection, news: list[NewJob]) -> list[Submitt
     out: list[Submitted] = []
     for job_id, new in zip(ids, news, strict=True):
         row = inserted.get(job_id)
-        if row is not None:
-            values = {k: v for k, v in row._mapping.items() if k not in _SKIP}
-            out.append((Job(**values, tenant=new.tenant, queue=new.queue, cluster=None), True))
+        if row is not None:  # the columns the caller did not give (not its JSON read back)
+            job = Job(
+                **row._mapping,
+                labels=new.labels,
+                spec=new.spec,
+                tenant=new.tenant,
+                queue=new.queue,
+                cluster=None,
+            )
+            out.append((job, True))
             continue
         first, digest = earlier[(new.tenant_id, new.idempotency_key)]
         if digest != new.request_hash:

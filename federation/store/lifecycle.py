@@ -89,7 +89,9 @@ INSERT_QUEUED_JOBS = sa.text(
         idempotency_key text, request_hash text, n int)
     ORDER BY r.n
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING jobs.*
+    RETURNING id, seq, tenant_id, queue_id, name, state, priority, priority_class, preemptible,
+              reason, pending_reasons, epoch, placement_failures, not_before, version,
+              queued_at, started_at, finished_at, created_at, updated_at
     """
 ).bindparams(sa.bindparam("rows", type_=JSONB))
 

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import psutil
 import pytest
 import sqlalchemy as sa
@@ -66,9 +67,16 @@ class HubProcess:
                 time.sleep(0.2)
         raise AssertionError(log.read_text())
 
-    def call(self, method: str, path: str, body: Any = None, token: str = ADMIN_TOKEN) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: str = ADMIN_TOKEN,
+        headers: dict[str, str] | None = None,
+    ) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method)
+        req = urllib.request.Request(self.url + path, data, headers or {}, method=method)
         req.add_header("Authorization", f"Bearer {token}")
         req.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(req, timeout=10) as resp:
@@ -211,3 +219,69 @@ async def test_backup_restores_equal_data_into_a_fresh_external_database(
         async with admin.connection() as conn:
             await conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {fresh} WITH (FORCE)")
         await admin.close()
+
+
+async def test_no_acknowledged_submission_is_lost_or_duplicated_across_a_kill_under_load(
+    tmp_path: Path, hubs: list[HubProcess]
+) -> None:
+    """16 clients submit with idempotency keys while the hub is killed (-9) mid-stream; after a
+    restart every acknowledged job is there once, and retrying every key, acknowledged or not,
+    adds no second job (a key acknowledged before the kill answers its first job)."""
+    data, log = tmp_path / "data", tmp_path / "hub.log"
+    hubs.append(first := HubProcess(data, log))
+    first.call("POST", "/v1/tenants", {"name": "acme"})
+    first.call("POST", "/v1/tenants/acme/queues", {"name": "default", "quota": {}})
+    token = first.call("POST", "/v1/tokens", {"name": "ci", "role": "member", "tenant": "acme"})[
+        "token"
+    ]
+    acked: dict[str, str] = {}  # idempotency key -> job id, for every 2xx
+    tried: list[str] = []
+    enough, killed = asyncio.Event(), asyncio.Event()
+
+    async def client(session: aiohttp.ClientSession, url: str, c: int) -> None:
+        n = 0
+        while not killed.is_set():
+            key = f"c{c}-{n}"
+            n += 1
+            tried.append(key)
+            try:
+                async with session.post(
+                    url + "/v1/jobs", json=job_manifest(key), headers={"Idempotency-Key": key}
+                ) as resp:
+                    if resp.status in (200, 201):
+                        acked[key] = (await resp.json())["id"]
+                        if len(acked) >= 100:
+                            enough.set()
+            except aiohttp.ClientError:
+                return  # the hub is gone: this key's fate is unknown to its client
+
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession(headers=headers) as session:
+        clients = [asyncio.create_task(client(session, first.url, c)) for c in range(16)]
+        await enough.wait()
+        first.stop(signal.SIGKILL)  # requests in flight, a group possibly mid-commit
+        killed.set()
+        await asyncio.gather(*clients)
+    hubs.append(second := HubProcess(data, log))
+    by_name = {j["name"]: j["id"] for j in _all_jobs(second, token)}
+    assert len(by_name) == len(_all_jobs(second, token)), "a submission was written twice"
+    assert all(by_name.get(key) == job for key, job in acked.items()), "an acknowledged job lost"
+    for key in tried:  # every client retries what it sent: no key makes a second job
+        again = second.call(
+            "POST", "/v1/jobs", job_manifest(key), token=token, headers={"Idempotency-Key": key}
+        )
+        assert again["id"] == by_name.get(key, again["id"])
+    assert sorted(j["name"] for j in _all_jobs(second, token)) == sorted(tried)
+    second.stop()
+
+
+def _all_jobs(hub: HubProcess, token: str) -> list[dict[str, Any]]:
+    """Every job the token sees, page by page."""
+    found: list[dict[str, Any]] = []
+    cursor = ""
+    while True:
+        page = hub.call("GET", f"/v1/jobs?limit=500{cursor}", token=token)
+        found += page["items"]
+        if not page["nextCursor"]:
+            return found
+        cursor = f"&cursor={page['nextCursor']}"
