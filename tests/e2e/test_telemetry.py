@@ -27,6 +27,7 @@ from cluster_agents.agent.exporters import ExporterPods, ExporterTarget
 from cluster_agents.backends.kubernetes import KubernetesBackend
 from deploy.fleet import Fleet, local_fleet
 from deploy.local.clusters import Environment
+from deploy.local.extender import ExtenderProcess
 from deploy.local.kube import wait_for
 from deploy.local.processes import free_ports
 from federation.catalog.labels import MODEL, VENDOR
@@ -35,7 +36,6 @@ from federation.k8s_names import tenant_namespace
 from federation.wire import annotations as ann
 from federation.wire.telemetry import ANNOTATION
 from tests.e2e.conftest import K8sEnvFactory
-from tests.e2e.test_federation import Extender
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -375,7 +375,7 @@ def environment(
     (port,) = free_ports(1)
     env = k8s_env_factory(1, {BEIJING: f"http://127.0.0.1:{port}"})
     (cs,) = env.clusters
-    extender = Extender(cs.kubeconfig, port, tmp_path_factory.mktemp("tel") / "extender.log")
+    extender = ExtenderProcess(cs.kubeconfig, port, tmp_path_factory.mktemp("tel") / "extender.log")
     extender.start()
     try:
         yield env
