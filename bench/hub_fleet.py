@@ -117,6 +117,18 @@ async def _submit_batches(url: str, token: str, rng: random.Random, start: int) 
     return accepted
 
 
+async def _placed_since(db: Database, since: float) -> int:
+    """Placements the loop wrote after `since`: one per placement decision (a requeued job's
+    new placement counts again, a requeue itself does not count against it)."""
+    async with db.connection() as conn:
+        placed = await conn.scalar(
+            sa.select(sa.func.count())
+            .select_from(placements)
+            .where(placements.c.created_at > sa.func.to_timestamp(since))
+        )
+    return int(placed or 0)
+
+
 async def _cycle_gaps(db: Database, since: float) -> list[float]:
     """Seconds between the loop's consecutive placement transactions after `since`."""
     async with db.connection() as conn:
@@ -204,7 +216,6 @@ async def _study(workdir: Path) -> list[Figure]:
 
         await _submit_batches(url, member, rng, BURST)
         _, queued_before = await _queued(db)
-        total_before = (await _queued(db))[0]
         since = time.time()
         meter = CpuMeter(
             api=lambda: [hub.pid], loop=lambda: descendants(hub.pid), postgres=lambda: tree(pg_pid)
@@ -212,8 +223,7 @@ async def _study(workdir: Path) -> list[Figure]:
         meter.start()
         n, lat = await _load(url, member, 64, LOAD_S)
         cpu = meter.stop()
-        total_after, queued_after = await _queued(db)
-        decided = (total_after - queued_after) - (total_before - queued_before)
+        decided = await _placed_since(db, since)
         gaps = sorted(await _cycle_gaps(db, since))
         lat.sort()
         async with db.connection() as conn:
