@@ -91,7 +91,7 @@ INSERT_QUEUED_JOBS = sa.text(
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING id, seq, tenant_id, queue_id, name, state, priority, priority_class, preemptible,
               reason, pending_reasons, epoch, placement_failures, not_before, version,
-              queued_at, started_at, finished_at, created_at, updated_at
+              queued_at, started_at, finished_at, checkpointed_at, created_at, updated_at
     """
 ).bindparams(sa.bindparam("rows", type_=JSONB))
 
