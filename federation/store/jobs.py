@@ -138,7 +138,7 @@ async def submit_many(conn: AsyncConnection, news: list[NewJob]) -> list[Submitt
     out: list[Submitted] = []
     for job_id, new in zip(ids, news, strict=True):
         row = inserted.get(job_id)
-        if row is not None:  # the columns the caller did not give (not its JSON read back)
+        if row is not None:  # lifecycle.SUBMITTER_GIVES: what the caller gave, not read back
             job = Job(
                 **row._mapping,
                 labels=new.labels,

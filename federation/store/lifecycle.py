@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import Any
 
@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from federation.errors import Conflict, IllegalTransition, NotFound
 from federation.store.events import NewEvent, add_event, add_events
 from federation.store.listener import PLACEMENTS, notify
+from federation.store.records import Job
 from federation.store.tables import clusters, jobs, placements
 
 JOB_TRANSITIONS: Mapping[str, frozenset[str]] = {
@@ -76,9 +77,14 @@ def may_move(current: str, target: str) -> bool:
 
 # --- jobs ---------------------------------------------------------------------------------
 
+# what a new job's row is read back with: every field of a `Job` but those its submitter gave
+# (labels and spec: not decoded again) or that come from joined tables (names)
+SUBMITTER_GIVES = frozenset({"labels", "spec", "tenant", "queue", "cluster"})
+_RETURNED = ", ".join(f.name for f in fields(Job) if f.name not in SUBMITTER_GIVES)
+
 # a job's birth: submissions enter the queue (a repeated idempotency key is skipped)
 INSERT_QUEUED_JOBS = sa.text(
-    """
+    f"""
     INSERT INTO jobs (id, tenant_id, queue_id, name, labels, spec, compiled, state, priority,
                       priority_class, preemptible, idempotency_key, request_hash)
     SELECT r.id, r.tenant_id, r.queue_id, r.name, r.labels, r.spec, r.compiled, 'Queued',
@@ -89,9 +95,7 @@ INSERT_QUEUED_JOBS = sa.text(
         idempotency_key text, request_hash text, n int)
     ORDER BY r.n
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
-    RETURNING id, seq, tenant_id, queue_id, name, state, priority, priority_class, preemptible,
-              reason, pending_reasons, epoch, placement_failures, not_before, version,
-              queued_at, started_at, finished_at, checkpointed_at, created_at, updated_at
+    RETURNING {_RETURNED}
     """
 ).bindparams(sa.bindparam("rows", type_=JSONB))
 
