@@ -319,40 +319,21 @@ REPLICA_HEADER = [
 ]
 
 
+def _replica_row(
+    task: Any, replica: Any, phase: str, restarts: Any, r: dict[str, Any]
+) -> list[Any]:
+    code = r["exitCode"] if r["exitCode"] is not None else "-"
+    node, reason = r["node"] or "-", r["reason"] or "-"
+    return [task, replica, r["attempt"], r["pod"], node, phase, code, reason, restarts]
+
+
 def replica_rows(replicas: list[dict[str, Any]]) -> list[list[Any]]:
     """A replica table's rows; a replica run again after a failure gets a line for that."""
     rows: list[list[Any]] = []
     for r in replicas:
-        code = r["exitCode"] if r["exitCode"] is not None else "-"
-        rows.append(
-            [
-                r["task"],
-                r["replica"],
-                r["attempt"],
-                r["pod"],
-                r["node"] or "-",
-                r["phase"],
-                code,
-                r["reason"] or "-",
-                r["restarts"],
-            ]
-        )
-        last = r["lastFailure"]
-        if last is not None:
-            code = last["exitCode"] if last["exitCode"] is not None else "-"
-            rows.append(
-                [
-                    "",
-                    "",
-                    last["attempt"],
-                    last["pod"],
-                    last["node"] or "-",
-                    "Failed",
-                    code,
-                    last["reason"] or "-",
-                    "",
-                ]
-            )
+        rows.append(_replica_row(r["task"], r["replica"], r["phase"], r["restarts"], r))
+        if (last := r["lastFailure"]) is not None:
+            rows.append(_replica_row("", "", "Failed", "", last))
     return rows
 
 

@@ -11,9 +11,10 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import uvloop
 
@@ -46,6 +47,12 @@ LOG_LEVEL_ENV = "SUANPAN_LOG_LEVEL"  # WARNING by default; INFO adds a line per 
 # about once per cycle: 45% of the CPU of a cycle over 10,000 running jobs (1.1 s instead of
 # 2.0-2.3 s with these). Memory is still freed by reference counting in between.
 GC_THRESHOLDS = (100_000, 50, 100)
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    """Run a hub process's `main` on uvloop with the hub's collector thresholds."""
+    gc.set_threshold(*GC_THRESHOLDS)
+    uvloop.run(main)
 
 
 def embedded_dir(settings: HubSettings) -> Path:
@@ -270,8 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"suanpan-hub: configuration: {exc}", file=sys.stderr)
             return 2
     if args.command == "schedule":
-        gc.set_threshold(*GC_THRESHOLDS)
-        uvloop.run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
+        _run(schedule(settings, config, args.metrics_file, args.exit_with_stdin))
         return 0
     if args.data_dir is not None:
         settings = replace(settings, data_dir=args.data_dir)
@@ -297,8 +303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("suanpan-hub: give both a TLS certificate and its key", file=sys.stderr)
         return 2
     loop_args = ["--config", str(args.config)] if args.config is not None else []
-    gc.set_threshold(*GC_THRESHOLDS)
-    uvloop.run(serve(settings, config, loop_args))
+    _run(serve(settings, config, loop_args))
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cluster_agents.agent.backend import PodStatus
 from federation.wire.agent import REPLICA_MESSAGE_MAX, ReplicaFailure, ReplicaStatus
@@ -50,15 +51,19 @@ def next_attempt(pod: PodStatus | None, backoff_limit: int) -> int:
     return pod.attempt
 
 
+def _said(pod: PodStatus) -> dict[str, Any]:
+    """What a replica's status and a failure record both tell of `pod`."""
+    return {
+        "attempt": pod.attempt,
+        "pod": pod.name,
+        "node": pod.node,
+        "exit_code": pod.exit_code,
+        "message": pod.message[:REPLICA_MESSAGE_MAX],
+    }
+
+
 def _failure(pod: PodStatus) -> ReplicaFailure:
-    return ReplicaFailure(
-        attempt=pod.attempt,
-        pod=pod.name,
-        node=pod.node,
-        exit_code=pod.exit_code,
-        reason=(pod.reason or "Error")[:63],
-        message=pod.message[:REPLICA_MESSAGE_MAX],
-    )
+    return ReplicaFailure(**_said(pod), reason=(pod.reason or "Error")[:63])
 
 
 def replica_statuses(pods: Iterable[PodStatus]) -> list[ReplicaStatus]:
@@ -70,16 +75,12 @@ def replica_statuses(pods: Iterable[PodStatus]) -> list[ReplicaStatus]:
         before = attempts.get((pod.task, pod.replica, pod.attempt - 1))
         out.append(
             ReplicaStatus(
+                **_said(pod),
                 task=pod.task,
                 replica=pod.replica,
-                attempt=pod.attempt,
-                pod=pod.name,
-                node=pod.node,
                 phase=pod.phase,
-                exit_code=pod.exit_code,
                 reason=pod.reason[:63],
                 restarts=pod.restarts,
-                message=pod.message[:REPLICA_MESSAGE_MAX],
                 last=_failure(before) if before is not None and before.phase == "Failed" else None,
             )
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -166,19 +167,25 @@ def _status(replica: int, attempt: int, phase: str, **kw: Any) -> ReplicaStatus:
     )
 
 
-async def test_a_report_stores_every_replica_in_a_constant_number_of_statements(
-    db: Database,
-) -> None:
+async def _placed(db: Database, count: int) -> tuple[uuid.UUID, list[uuid.UUID]]:
+    """Cluster c1, registered, and `count` jobs placed on it at epoch 1."""
     tenant, queue = await store_queue(db)
     async with db.transaction() as conn:
         cluster = await ensure_cluster(conn, "c1")
         await agents.register(conn, cluster, Registration(cluster="c1"))
-        made = [await job_store.submit(conn, stored_job(tenant, queue)) for _ in range(30)]
+        made = [await job_store.submit(conn, stored_job(tenant, queue)) for _ in range(count)]
         ids = [job.id for job, _ in made]
         await place_jobs(
             conn,
             [NewPlacement(i, 1, cluster, 1, {"w": None}, [], "placed", {}) for i in ids],
         )
+    return cluster, ids
+
+
+async def test_a_report_stores_every_replica_in_a_constant_number_of_statements(
+    db: Database,
+) -> None:
+    cluster, ids = await _placed(db, 30)
     oom = {"exit_code": 137, "reason": "OOMKilled", "message": "container w: OOMKilled"}
     first = [
         StatusUpdate(
@@ -242,35 +249,27 @@ async def test_a_report_stores_every_replica_in_a_constant_number_of_statements(
 
 
 async def test_a_late_report_of_an_earlier_attempt_is_ignored(db: Database) -> None:
-    tenant, queue = await store_queue(db)
+    _, (job_id,) = await _placed(db, 1)
     async with db.transaction() as conn:
-        cluster = await ensure_cluster(conn, "c1")
-        await agents.register(conn, cluster, Registration(cluster="c1"))
-        job, _ = await job_store.submit(conn, stored_job(tenant, queue))
-        await place_jobs(conn, [NewPlacement(job.id, 1, cluster, 1, {"w": None}, [], "p", {})])
-        await replicas.record(conn, [replicas.Reported(job.id, 1, [_status(0, 2, "Running")])])
+        await replicas.record(conn, [replicas.Reported(job_id, 1, [_status(0, 2, "Running")])])
         late = await replicas.record(
-            conn, [replicas.Reported(job.id, 1, [_status(0, 1, "Failed", reason="Error")])]
+            conn, [replicas.Reported(job_id, 1, [_status(0, 1, "Failed", reason="Error")])]
         )
-        stored, _ = await replicas.of_job(conn, job.id, 1)
+        stored, _ = await replicas.of_job(conn, job_id, 1)
     assert late == [] and stored[0].attempt == 2 and stored[0].phase == "Running"
 
 
 async def test_a_new_reason_is_told_once_and_an_image_pull_retry_is_one_reason(
     db: Database,
 ) -> None:
-    tenant, queue = await store_queue(db)
+    _, (job_id,) = await _placed(db, 1)
     async with db.transaction() as conn:
-        cluster = await ensure_cluster(conn, "c1")
-        await agents.register(conn, cluster, Registration(cluster="c1"))
-        job, _ = await job_store.submit(conn, stored_job(tenant, queue))
-        await place_jobs(conn, [NewPlacement(job.id, 1, cluster, 1, {"w": None}, [], "p", {})])
         told = []
         for reason in ("Unschedulable", "ErrImagePull", "ImagePullBackOff", "ErrImagePull"):
             pending = _status(0, 1, "Pending", reason=reason, message="pulling x")
-            told += await replicas.record(conn, [replicas.Reported(job.id, 1, [pending])])
+            told += await replicas.record(conn, [replicas.Reported(job_id, 1, [pending])])
         running = _status(0, 1, "Running", reason="NodeLost", message="node n1 is not Ready")
-        told += await replicas.record(conn, [replicas.Reported(job.id, 1, [running])])
+        told += await replicas.record(conn, [replicas.Reported(job_id, 1, [running])])
     assert [(e.reason, e.data["reason"]) for e in told] == [
         ("ReplicaReason", "ErrImagePull"),  # the scheduler's waits are the job's own reason
         ("ReplicaReason", "NodeLost"),
