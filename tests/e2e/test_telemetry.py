@@ -13,10 +13,8 @@ and once the error clears the device serves again.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,7 +42,6 @@ NS = "suanpan-tel"
 ACME = tenant_namespace(NS, "acme")
 BEIJING = "dc-beijing"
 H100, GPUS = "nvidia/H100-80GB", ("bj-h100-0", "bj-h100-1")
-EXTENDER = Path(sys.executable).with_name("suanpan-extender")
 XID79 = "DCGM_FI_DEV_XID_ERRORS=79"
 LONG = 36_000  # run seconds: the jobs here never end by themselves
 
@@ -60,223 +57,164 @@ class Devices:
         return self.busy.get((node, i), 0.0)
 
 
-def _series(name: str, help_: str, rows: list[tuple[str, float]]) -> str:
-    lines = [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
-    lines += [f"{name}{{{labels}}} {value:g}" for labels, value in rows]
-    return "\n".join(lines) + "\n"
+Value = Callable[[str, int, "Devices"], float]  # node, device, what the exporters say
+Extra = Callable[[str, int, "Devices"], str]  # labels a single metric adds
 
 
-def dcgm(node: str, d: Devices) -> str:
-    """dcgm-exporter's exposition (etc/default-counters.csv fields, its label set)."""
+def _const(value: float) -> Value:
+    return lambda node, i, d: value
 
-    def labels(i: int) -> str:
-        return (
-            f'gpu="{i}",UUID="GPU-{node}-{i:04d}",pci_bus_id="00000000:{16 + i:02X}:00.0",'
-            f'device="nvidia{i}",modelName="NVIDIA H100 80GB HBM3",Hostname="{node}",'
-            'DCGM_FI_DRIVER_VERSION="550.54.15"'
-        )
 
-    gpus = range(8)
-    return "".join(
+@dataclass(frozen=True)
+class Exposition:
+    """One vendor exporter's text for a node's 8 devices: each metric a gauge per device with
+    the exporter's label set (`labels`), its value and any labels of its own."""
+
+    labels: Callable[[str, int], str]
+    metrics: tuple[tuple[str, str, Value, Extra | None], ...]
+
+    def __call__(self, node: str, d: Devices) -> str:
+        out = []
+        for name, help_, value, extra in self.metrics:
+            out += [f"# HELP {name} {help_}", f"# TYPE {name} gauge"]
+            for i in range(8):
+                labels = self.labels(node, i) + (extra(node, i, d) if extra else "")
+                out.append(f"{name}{{{labels}}} {value(node, i, d):g}")
+        return "\n".join(out) + "\n"
+
+
+def _util(scale: float = 1.0, offset: float = 0.0) -> Value:
+    return lambda node, i, d: offset + scale * d.util(node, i)
+
+
+# dcgm-exporter (etc/default-counters.csv fields, its label set)
+dcgm = Exposition(
+    lambda node, i: (
+        f'gpu="{i}",UUID="GPU-{node}-{i:04d}",pci_bus_id="00000000:{16 + i:02X}:00.0",'
+        f'device="nvidia{i}",modelName="NVIDIA H100 80GB HBM3",Hostname="{node}",'
+        'DCGM_FI_DRIVER_VERSION="550.54.15"'
+    ),
+    (
+        ("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", _util(), None),
+        ("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", _util(800), None),
+        ("DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", _util(-800, 81559), None),
+        ("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", _util(1 / 3, 35), None),
         (
-            _series(
-                "DCGM_FI_DEV_GPU_UTIL",
-                "GPU utilization (in %).",
-                [(labels(i), d.util(node, i)) for i in gpus],
-            ),
-            _series(
-                "DCGM_FI_DEV_FB_USED",
-                "Framebuffer memory used (in MiB).",
-                [(labels(i), 800 * d.util(node, i)) for i in gpus],
-            ),
-            _series(
-                "DCGM_FI_DEV_FB_FREE",
-                "Framebuffer memory free (in MiB).",
-                [(labels(i), 81559 - 800 * d.util(node, i)) for i in gpus],
-            ),
-            _series(
-                "DCGM_FI_DEV_GPU_TEMP",
-                "GPU temperature (in C).",
-                [(labels(i), 35 + d.util(node, i) / 3) for i in gpus],
-            ),
-            _series(
-                "DCGM_FI_DEV_XID_ERRORS",
-                "Value of the last XID error encountered.",
-                [(labels(i), d.errors.get((node, i), 0)) for i in gpus],
-            ),
-        )
-    )
-
-
-def npu(node: str, d: Devices) -> str:
-    """npu-exporter's exposition (collector/npu_collector.go; no node label)."""
-
-    def labels(i: int) -> str:
-        return (
-            f'id="{i}",model_name="Ascend910B3",pcie_bus_info="0000:C{i}:00.0",'
-            f'vdie_id="5A1B0C3D-0000-0000-0000-00000000000{i}"'
-        )
-
-    chips = range(8)
-    return "".join(
+            "DCGM_FI_DEV_XID_ERRORS",
+            "Value of the last XID error encountered.",
+            lambda node, i, d: d.errors.get((node, i), 0),
+            None,
+        ),
+    ),
+)
+# npu-exporter (collector/npu_collector.go; no node label)
+npu = Exposition(
+    lambda node, i: (
+        f'id="{i}",model_name="Ascend910B3",pcie_bus_info="0000:C{i}:00.0",'
+        f'vdie_id="5A1B0C3D-0000-0000-0000-00000000000{i}"'
+    ),
+    (
+        ("npu_chip_info_utilization", "the ai core utilization", _const(30.0), None),
+        ("npu_chip_info_hbm_used_memory", "the npu hbm used memory", _const(2048), None),
+        ("npu_chip_info_hbm_total_memory", "the npu hbm total memory", _const(65536), None),
+        ("npu_chip_info_temperature", "the npu temperature", _const(41), None),
+        ("npu_chip_info_health_status", "the npu health status", _const(1), None),
+    ),
+)
+# mlu-exporter with --metrics-prefix=mlu (examples/metrics.yaml labels)
+mlu = Exposition(
+    lambda node, i: (
+        f'driver="v5.10.22",mcu="v1.1.4",mlu="{i}",model="MLU370-X8",node="{node}",'
+        f'node_ip="192.168.0.10",sn="sn-{i}",type="mlu370",uuid="MLU-{node}-{i}"'
+    ),
+    (
         (
-            _series(
-                "npu_chip_info_utilization",
-                "the ai core utilization",
-                [(labels(i), 30.0) for i in chips],
-            ),
-            _series(
-                "npu_chip_info_hbm_used_memory",
-                "the npu hbm used memory",
-                [(labels(i), 2048) for i in chips],
-            ),
-            _series(
-                "npu_chip_info_hbm_total_memory",
-                "the npu hbm total memory",
-                [(labels(i), 65536) for i in chips],
-            ),
-            _series(
-                "npu_chip_info_temperature", "the npu temperature", [(labels(i), 41) for i in chips]
-            ),
-            _series(
-                "npu_chip_info_health_status",
-                "the npu health status",
-                [(labels(i), 1) for i in chips],
-            ),
-        )
-    )
-
-
-def mlu(node: str, d: Devices) -> str:
-    """mlu-exporter's exposition with --metrics-prefix=mlu (examples/metrics.yaml labels)."""
-
-    def labels(i: int) -> str:
-        return (
-            f'driver="v5.10.22",mcu="v1.1.4",mlu="{i}",model="MLU370-X8",node="{node}",'
-            f'node_ip="192.168.0.10",sn="sn-{i}",type="mlu370",uuid="MLU-{node}-{i}"'
-        )
-
-    cards = range(8)
-    return "".join(
+            "mlu_utilization",
+            "The utilization of Cambricon MLU, unit is '%'",
+            _const(20.0),
+            lambda node, i, d: ',vf=""',
+        ),
         (
-            _series(
-                "mlu_utilization",
-                "The utilization of Cambricon MLU, unit is '%'",
-                [(labels(i) + ',vf=""', 20.0) for i in cards],
-            ),
-            _series(
-                "mlu_memory_used",
-                "The used physical memory of Cambricon MLU, unit is 'B'",
-                [(labels(i), 2**30) for i in cards],
-            ),
-            _series(
-                "mlu_memory_total",
-                "The total physical memory of Cambricon MLU, unit is 'B'",
-                [(labels(i), 24 * 2**30) for i in cards],
-            ),
-            _series(
-                "mlu_temperature",
-                "The board temperature of Cambricon MLU, unit is 'celsius'",
-                [(labels(i), 44) for i in cards],
-            ),
-            _series(
-                "mlu_health",
-                "The health state of Cambricon MLU, 1 means health, 0 means sick",
-                [(labels(i) + ',unhealth_reason=""', 1) for i in cards],
-            ),
-        )
-    )
-
-
-def dcu(node: str, d: Devices) -> str:
-    """dcu-exporter's exposition (main.go's gauges and labels)."""
-
-    def labels(i: int) -> str:
-        return (
-            f'device_id="T8R13800000000{i:02d}",minor_number="{i}",name="K100 AI",'
-            f'node="{node}",pcieBus_number="0000:{0x40 + i:02x}:00.0"'
-        )
-
-    cards = range(8)
-    return "".join(
+            "mlu_memory_used",
+            "The used physical memory of Cambricon MLU, unit is 'B'",
+            _const(2**30),
+            None,
+        ),
         (
-            _series(
-                "dcu_utilizationrate", "dcu metrics of gauge", [(labels(i), 10) for i in cards]
-            ),
-            _series(
-                "dcu_usedmemory_bytes", "dcu metrics of gauge", [(labels(i), 2**30) for i in cards]
-            ),
-            _series(
-                "dcu_memorycap_bytes",
-                "dcu metrics of gauge",
-                [(labels(i), 64 * 2**30) for i in cards],
-            ),
-            _series("dcu_temp", "dcu metrics of gauge", [(labels(i), 39.5) for i in cards]),
-        )
-    )
-
-
-def ix(node: str, d: Devices) -> str:
-    """ix-exporter's exposition (pkg/collector constants and labels)."""
-
-    def labels(i: int) -> str:
-        return (
-            f'driver="4.4.0",gpu="{i}",ixml="4.4.0",name="Iluvatar BI-V150",'
-            f'node_name="{node}",serial="2412000000000{i}",uuid="GPU-ix-{node}-{i}"'
-        )
-
-    gpus = range(8)
-    return "".join(
+            "mlu_memory_total",
+            "The total physical memory of Cambricon MLU, unit is 'B'",
+            _const(24 * 2**30),
+            None,
+        ),
         (
-            _series(
-                "ix_gpu_utilization",
-                "Utilization of iluvatar GPU (%).",
-                [(labels(i), 15) for i in gpus],
-            ),
-            _series("ix_mem_used", "Used memory (MiB).", [(labels(i), 512) for i in gpus]),
-            _series("ix_mem_total", "Total memory (MiB).", [(labels(i), 65536) for i in gpus]),
-            _series("ix_temperature", "Temperature (C).", [(labels(i), 45) for i in gpus]),
-        )
-    )
-
-
-def gcu(node: str, d: Devices) -> str:
-    """gcu-exporter's exposition (the user guide's metrics and labels)."""
-
-    def labels(i: int) -> str:
-        return (
-            f'busid="0000:{0x40 + i:02x}:00.0",host="{node}",minor_number="{i}",'
-            f'name="Enflame S60",pod_name="",pod_namespace="",slot="PCIE{i}_GPU",'
-            f'uuid="GCU-{node}-{i}"'
-        )
-
-    def health(i: int) -> tuple[str, float]:
-        bad = (node, i) in d.errors
-        return labels(i) + f',healthmsg="{"Unhealthy" if bad else "Healthy"}"', 1 if bad else 2
-
-    cards = range(8)
-    return "".join(
+            "mlu_temperature",
+            "The board temperature of Cambricon MLU, unit is 'celsius'",
+            _const(44),
+            None,
+        ),
         (
-            _series("enflame_gcu_usage", "GCU usage", [(labels(i), 25) for i in cards]),
-            _series(
-                "enflame_gcu_memory_used_bytes",
-                "GCU used memory",
-                [(labels(i), 2**30) for i in cards],
-            ),
-            _series(
-                "enflame_gcu_memory_total_bytes",
-                "GCU total memory",
-                [(labels(i), 48 * 2**30) for i in cards],
-            ),
-            _series(
-                "enflame_gcu_temperatures", "GCU temperature", [(labels(i), -1) for i in cards]
-            ),
-            _series("enflame_gcu_health", "GCU health status", [health(i) for i in cards]),
-        )
-    )
+            "mlu_health",
+            "The health state of Cambricon MLU, 1 means health, 0 means sick",
+            _const(1),
+            lambda node, i, d: ',unhealth_reason=""',
+        ),
+    ),
+)
+# dcu-exporter (main.go's gauges and labels)
+dcu = Exposition(
+    lambda node, i: (
+        f'device_id="T8R13800000000{i:02d}",minor_number="{i}",name="K100 AI",'
+        f'node="{node}",pcieBus_number="0000:{0x40 + i:02x}:00.0"'
+    ),
+    (
+        ("dcu_utilizationrate", "dcu metrics of gauge", _const(10), None),
+        ("dcu_usedmemory_bytes", "dcu metrics of gauge", _const(2**30), None),
+        ("dcu_memorycap_bytes", "dcu metrics of gauge", _const(64 * 2**30), None),
+        ("dcu_temp", "dcu metrics of gauge", _const(39.5), None),
+    ),
+)
+# ix-exporter (pkg/collector constants and labels)
+ix = Exposition(
+    lambda node, i: (
+        f'driver="4.4.0",gpu="{i}",ixml="4.4.0",name="Iluvatar BI-V150",'
+        f'node_name="{node}",serial="2412000000000{i}",uuid="GPU-ix-{node}-{i}"'
+    ),
+    (
+        ("ix_gpu_utilization", "Utilization of iluvatar GPU (%).", _const(15), None),
+        ("ix_mem_used", "Used memory (MiB).", _const(512), None),
+        ("ix_mem_total", "Total memory (MiB).", _const(65536), None),
+        ("ix_temperature", "Temperature (C).", _const(45), None),
+    ),
+)
 
 
-EXPORTERS: dict[str, Callable[[str, Devices], str]] = {
+def _gcu_bad(node: str, i: int, d: Devices) -> bool:
+    return (node, i) in d.errors
+
+
+# gcu-exporter (the user guide's metrics and labels); health 1 is unhealthy, 2 healthy
+gcu = Exposition(
+    lambda node, i: (
+        f'busid="0000:{0x40 + i:02x}:00.0",host="{node}",minor_number="{i}",'
+        f'name="Enflame S60",pod_name="",pod_namespace="",slot="PCIE{i}_GPU",'
+        f'uuid="GCU-{node}-{i}"'
+    ),
+    (
+        ("enflame_gcu_usage", "GCU usage", _const(25), None),
+        ("enflame_gcu_memory_used_bytes", "GCU used memory", _const(2**30), None),
+        ("enflame_gcu_memory_total_bytes", "GCU total memory", _const(48 * 2**30), None),
+        ("enflame_gcu_temperatures", "GCU temperature", _const(-1), None),
+        (
+            "enflame_gcu_health",
+            "GCU health status",
+            lambda node, i, d: 1 if _gcu_bad(node, i, d) else 2,
+            lambda node, i, d: f',healthmsg="{"Unhealthy" if _gcu_bad(node, i, d) else "Healthy"}"',
+        ),
+    ),
+)
+
+
+EXPORTERS: dict[str, Exposition] = {
     "bj-h100-0": dcgm,
     "bj-h100-1": dcgm,
     "bj-ascend-0": npu,
