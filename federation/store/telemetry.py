@@ -45,11 +45,13 @@ async def apply_telemetry(
 ) -> TelemetryAck:
     """Store the readings (a full report drops the cluster's others) and record fault events."""
     t = device_telemetry
+    # the devices in fault now: only they can heal, or fail with another fault (a cluster's
+    # thousands of healthy readings are not read on every report)
     known: dict[tuple[str, str, int], str] = {
         (r.node_name, r.flavor, r._mapping["index"]): r.fault
         for r in await conn.execute(
             sa.select(t.c.node_name, t.c.flavor, t.c.index, t.c.fault).where(
-                t.c.cluster_id == cluster_id
+                t.c.cluster_id == cluster_id, t.c.fault != ""
             )
         )
     }
