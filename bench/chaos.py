@@ -53,12 +53,12 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bench.chaos_pods import PodWatch
 from bench.failover import (
-    ADMIN,
     CLUSTERS,
     Agents,
     Api,
     Hubs,
     clear_pods,
+    hub_database,
     leads,
     setup_tenancy,
     until,
@@ -77,8 +77,6 @@ from deploy.local.extender import ExtenderProcess
 from deploy.local.processes import free_ports
 from deploy.netproxy import Proxy
 from federation.hubconfig import HealthConfig
-from federation.store import migrate
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
 from federation.store.tables import clusters, events, jobs, placements
@@ -184,11 +182,7 @@ class Chaos:
         self.acked: dict[str, str] = {}  # idempotency key -> job id acknowledged
 
     async def start(self) -> Api:
-        self.url = await self.pg.start()
-        await migrate.upgrade(self.url)
-        db = Database(self.url, pool_size=1)
-        await ensure_admin_token(db, ADMIN)
-        await db.close()
+        self.url = await hub_database(self.pg)
         self.hubs = Hubs(self.url, self.workdir)
         for port in self.hubs.ports:
             self.db_links[port] = link = Proxy(target_path=self._socket())

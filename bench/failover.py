@@ -347,15 +347,21 @@ async def _offline(api: Api, cluster: str) -> bool:
     return bool(found and found["state"] == "Offline")
 
 
+async def hub_database(pg: EmbeddedPostgres) -> str:
+    """Start `pg`, apply the schema and give it the admin token `ADMIN`; its URL."""
+    url = await pg.start()
+    await migrate.upgrade(url)
+    db = Database(url, pool_size=1)
+    await ensure_admin_token(db, ADMIN)
+    await db.close()
+    return url
+
+
 async def _run() -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="suanpan-failover-") as tmp:
         workdir = Path(tmp)
         pg = EmbeddedPostgres(workdir / "pg")
-        url = await pg.start()
-        await migrate.upgrade(url)
-        db = Database(url, pool_size=2)
-        await ensure_admin_token(db, ADMIN)
-        await db.close()
+        url = await hub_database(pg)
         hubs = Hubs(url, workdir)
         agents: Agents | None = None
         try:

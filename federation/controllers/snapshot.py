@@ -40,6 +40,7 @@ from federation.store.tables import (
     queues,
     tenants,
 )
+from federation.store.telemetry import DEVICE_READING
 
 log = logging.getLogger(__name__)
 
@@ -175,15 +176,9 @@ async def _read_nodes(
     """The nodes (with devices) of these clusters."""
     device_rows: dict[tuple[uuid.UUID, str], list[DeviceRow]] = defaultdict(list)
     t = device_telemetry
-    readings = sa.and_(
-        t.c.cluster_id == devices.c.cluster_id,
-        t.c.node_name == devices.c.node_name,
-        t.c.flavor == devices.c.flavor,
-        t.c.index == devices.c.index,
-    )
     for d in await conn.execute(
         sa.select(devices, t.c.utilization)
-        .outerjoin(t, readings)
+        .outerjoin(t, DEVICE_READING)
         .where(devices.c.cluster_id.in_(cluster_ids))
     ):
         m = d._mapping

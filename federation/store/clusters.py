@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from federation.errors import NotFound
 from federation.store.events import add_event
 from federation.store.tables import clusters, device_telemetry, devices, nodes
+from federation.store.telemetry import DEVICE_READING
 
 
 @dataclass(frozen=True)
@@ -132,15 +133,7 @@ async def summaries(conn: AsyncConnection, name: str | None = None) -> list[Clus
             sa.func.avg(t.c.utilization).label("utilization"),
             sa.func.max(t.c.temperature_c).label("temperature_max_c"),
         )
-        .outerjoin(
-            t,
-            sa.and_(
-                t.c.cluster_id == devices.c.cluster_id,
-                t.c.node_name == devices.c.node_name,
-                t.c.flavor == devices.c.flavor,
-                t.c.index == devices.c.index,
-            ),
-        )
+        .outerjoin(t, DEVICE_READING)
         .where(devices.c.cluster_id.in_([r.id for r in rows]))
         .group_by(devices.c.cluster_id, devices.c.flavor)
         .order_by(devices.c.flavor)

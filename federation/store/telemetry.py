@@ -22,6 +22,11 @@ from federation.store.events import NewEvent, add_events
 from federation.store.tables import clusters, device_telemetry, devices, jobs
 from federation.wire.telemetry import DeviceTelemetry, TelemetryAck, TelemetryReport
 
+# a device's latest reading, to outer-join onto `devices` (a device may have none)
+DEVICE_READING = sa.and_(
+    *(device_telemetry.c[k] == devices.c[k] for k in ("cluster_id", "node_name", "flavor", "index"))
+)
+
 
 def _row(cluster_id: uuid.UUID, d: DeviceTelemetry) -> dict[str, Any]:
     return {
@@ -168,15 +173,7 @@ async def device_views(
             t.c.reported_at,
         )
         .join(clusters, clusters.c.id == d.c.cluster_id)
-        .outerjoin(
-            t,
-            sa.and_(
-                t.c.cluster_id == d.c.cluster_id,
-                t.c.node_name == d.c.node_name,
-                t.c.flavor == d.c.flavor,
-                t.c.index == d.c.index,
-            ),
-        )
+        .outerjoin(t, DEVICE_READING)
         .order_by(clusters.c.name, d.c.node_name, d.c.flavor, d.c.index)
     )
     if cluster is not None:

@@ -22,13 +22,10 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bench.failover import ADMIN, Agents, Api, Hubs, clear_pods, setup_tenancy
+from bench.failover import Agents, Api, Hubs, clear_pods, hub_database, setup_tenancy
 from deploy.local.clusters import Environment, start_component, stop_component
 from deploy.local.kube import wait_for
 from deploy.netproxy import Proxy
-from federation.store import migrate
-from federation.store.bootstrap import ensure_admin_token
-from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
 from federation.wire import annotations as ann
 from tests.e2e.conftest import ExtendedClusters
@@ -85,11 +82,7 @@ async def stack(
     env = extended_clusters.env
     workdir = tmp_path_factory.mktemp("failover")
     pg = EmbeddedPostgres(workdir / "pg")
-    url = await pg.start()
-    await migrate.upgrade(url)
-    db = Database(url, pool_size=1)
-    await ensure_admin_token(db, ADMIN)
-    await db.close()
+    url = await hub_database(pg)
     (workdir / "hub.yaml").write_text(CONFIG)
     hubs = Hubs(url, workdir, count=1, args=["--config", str(workdir / "hub.yaml")])
     names = [cs.name for cs in env.clusters]
