@@ -27,15 +27,21 @@ DATABASE_DOWN = (
 )
 
 
+# what asyncpg raises on a connection whose server session ended while this process was
+# frozen (SIGSTOP, a paused VM): "cannot switch to state N; another operation is in progress"
+SESSION_LOST = (*DATABASE_DOWN, asyncpg.InternalClientError)
+
+
 def is_outage(exc: BaseException) -> bool:
     """Whether `exc` says PostgreSQL cannot be reached now (not that it refused a statement):
-    one of `DATABASE_DOWN`, or SQLAlchemy's wrapper of a connection lost mid-statement."""
+    one of `DATABASE_DOWN`, or SQLAlchemy's wrapper of a connection lost mid-statement or of
+    a session the server ended under a frozen process."""
     if isinstance(exc, DATABASE_DOWN):
         return True
     if isinstance(exc, sa_exc.DBAPIError):
         driver = exc.orig
         return exc.connection_invalidated or isinstance(
-            driver.__cause__ if driver is not None else None, DATABASE_DOWN
+            driver.__cause__ if driver is not None else None, SESSION_LOST
         )
     return False
 

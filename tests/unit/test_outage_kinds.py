@@ -18,6 +18,11 @@ def test_a_connection_lost_mid_statement_is_an_outage() -> None:
     assert is_outage(sa_exc.DBAPIError("SELECT 1", {}, Exception(), connection_invalidated=True))
 
 
+def test_a_session_the_server_ended_under_a_frozen_process_is_an_outage() -> None:
+    lost = asyncpg.InternalClientError("cannot switch to state 11; another operation in progress")
+    assert is_outage(_wrapped(lost))
+
+
 def test_a_refused_statement_is_not() -> None:
     assert not is_outage(_wrapped(asyncpg.exceptions.UniqueViolationError("dup")))
     assert not is_outage(ValueError("no"))
