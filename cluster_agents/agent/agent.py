@@ -246,6 +246,7 @@ class Agent:
                     LeaseRenewal(apiserver_reachable=problem is None, problem=problem or ""),
                     # a slow hub may still record it: wait up to what the lease leaves
                     timeout_s=max(self.renew_s, self.lease_s - self.renew_s),
+                    hedge_after_s=self.renew_s,
                 )
                 self._renewed = sent
                 self.lease_s, self.renew_s = reply.lease_s, reply.renew_s

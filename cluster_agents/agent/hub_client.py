@@ -1,11 +1,13 @@
 """The agent's side of the hub protocol: typed calls, bounded timeouts, two error types.
 
 Several hub addresses (replicas, or load balancers) may be given: a call that cannot reach one,
-or that one answers with a server error, moves the next call to the next address.
+or that one answers with a server error, moves the next call to the next address. A lease
+renewal, whose lapse stops exclusive work, tries the addresses within its own time budget.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -107,11 +109,13 @@ class HubApi:
         body: BaseModel | None = None,
         params: dict[str, str] | None = None,
         timeout_s: float | None = None,
+        at: int | None = None,
     ) -> M:
+        """One call to the current address (or to address number `at`)."""
         await self.open()
         assert self._session is not None
         start = time.perf_counter()
-        url = self.url
+        url = self.url if at is None else self.urls[at]
         limit = self._session.timeout
         if timeout_s is not None:
             limit = aiohttp.ClientTimeout(total=timeout_s, sock_connect=5)
@@ -166,9 +170,47 @@ class HubApi:
             params={"after": str(after), "wait": str(wait)},
         )
 
-    async def lease(self, renewal: LeaseRenewal, timeout_s: float) -> LeaseReply:
-        """Renew the cluster's lease (giving up after `timeout_s`)."""
-        return await self._call("POST", "/v1/agent/lease", LeaseReply, renewal, timeout_s=timeout_s)
+    async def lease(
+        self, renewal: LeaseRenewal, timeout_s: float, hedge_after_s: float
+    ) -> LeaseReply:
+        """Renew the cluster's lease within `timeout_s`. With several hub addresses the renewal
+        never waits out its budget on one: an address that fails it passes it to the next at
+        once, and one silent for `hedge_after_s` (a frozen replica, whose kernel still accepts
+        connections) is raced by the same renewal to the next; the first acceptance wins and
+        becomes the current address. Renewals are idempotent, so a race costs nothing."""
+        order = [(self._current + i) % len(self.urls) for i in range(len(self.urls))]
+        deadline = time.monotonic() + timeout_s
+        running: dict[asyncio.Task[LeaseReply], int] = {}
+        failure: BaseException = HubUnavailable("lease: no hub address answered in time")
+        try:
+            while order or running:
+                left = deadline - time.monotonic()
+                if order and left > 0:
+                    at = order.pop(0)
+                    call = self._call(
+                        "POST", "/v1/agent/lease", LeaseReply, renewal, timeout_s=left, at=at
+                    )
+                    running[asyncio.create_task(call)] = at
+                elif not running:
+                    break
+                done, _ = await asyncio.wait(
+                    running,
+                    timeout=hedge_after_s if order else None,
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+                for task in done:
+                    at = running.pop(task)
+                    error = task.exception()
+                    if error is None:
+                        self._current = at
+                        return task.result()
+                    if isinstance(error, HubRejected):
+                        raise error
+                    failure = error
+            raise failure
+        finally:
+            for task in running:
+                task.cancel()
 
     async def status(self, report: StatusReport) -> StatusAck:
         """Report status updates."""

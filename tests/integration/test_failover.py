@@ -245,13 +245,41 @@ async def test_a_4xx_is_permanent_and_unreachable_hubs_are_skipped(fleet: Fleet)
     await wait_for("bj registered", registered, 30)
     dead = Proxy(fleet.port)  # never started: connections refused
     hub = HubApi([dead.url, fleet.url], fleet.tokens["bj"])
-    with pytest.raises(HubUnavailable):
-        await hub.lease(LeaseRenewal(apiserver_reachable=True), timeout_s=2)
-    assert (await hub.lease(LeaseRenewal(apiserver_reachable=True), timeout_s=2)).lease_s == 8
+    renewal = LeaseRenewal(apiserver_reachable=True)
+    # a refused renewal goes on to the next address within the same call
+    assert (await hub.lease(renewal, timeout_s=2, hedge_after_s=1)).lease_s == 8
+    assert hub.url == fleet.url
+    alone = HubApi([dead.url], fleet.tokens["bj"])
+    with pytest.raises(HubUnavailable):  # no address left to try
+        await alone.lease(renewal, timeout_s=2, hedge_after_s=1)
+    await alone.close()
     with pytest.raises(HubRejected) as rejected:
         await hub.register(Registration(cluster="not-bj"))
     assert rejected.value.status == 403  # another cluster's name
     await hub.close()
+
+
+async def test_a_frozen_hub_address_never_lets_the_lease_lapse(fleet: Fleet) -> None:
+    """A frozen hub replica (SIGSTOP, a paused VM) still accepts connections and never answers:
+    a renewal sent there is raced to the next address after `hedge_after_s`, well inside the
+    lease, instead of waiting out its whole budget while the lease runs out."""
+    await fleet.add_cluster("bj", "dc-beijing")
+
+    async def registered() -> bool:
+        return bool((await cluster(fleet, "bj"))["state"] == "Ready")
+
+    await wait_for("bj registered", registered, 30)
+    frozen = Proxy(fleet.port)
+    await frozen.start()
+    frozen.delay_s = 60  # accepts, forwards nothing in time
+    hub = HubApi([frozen.url, fleet.url], fleet.tokens["bj"])
+    sent = time.monotonic()
+    reply = await hub.lease(LeaseRenewal(apiserver_reachable=True), timeout_s=6, hedge_after_s=1)
+    assert reply.lease_s == HEALTH.offline_after_s
+    assert time.monotonic() - sent < reply.lease_s - 2  # the lease was never at risk
+    assert hub.url == fleet.url  # the next calls go to the live replica
+    await hub.close()
+    await frozen.close()
 
 
 async def test_the_cli_client_moves_to_the_next_hub_address(fleet: Fleet) -> None:
