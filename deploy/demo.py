@@ -99,6 +99,13 @@ async def until_state(
         await asyncio.sleep(0.2)
 
 
+async def finished(fleet: Fleet, ids: dict[str, str], *names: str) -> None:
+    """Wait for the named jobs of the first wave to end (what the next step needs free)."""
+    for name in names:
+        done = await until_state(fleet, ids[name], {"Succeeded", "Failed"}, 180)
+        assert done["state"] == "Succeeded", (name, done["state"], done["reason"])
+
+
 async def inventory(fleet: Fleet) -> None:
     section("inventory the agents discovered (per cluster and vendor)")
     clusters = (await fleet.call("GET", "/v1/clusters"))["items"]
@@ -213,21 +220,21 @@ async def scenario(fleet: Fleet) -> None:
         "llm-pretrain": job(
             "llm-pretrain",
             "nlp-lab",
-            [task("trainer", ["huawei/Ascend910B3"], 8, replicas=2, run_s=120)],
+            [task("trainer", ["huawei/Ascend910B3"], 8, replicas=2, run_s=600)],
             priorityClass="high",
         ),
         "vit-sweep": job(
             "vit-sweep",
             "vision-lab",
-            [task("trial", ["nvidia/*"], 1, replicas=6, fraction=0.5, run_s=60)],
+            [task("trial", ["nvidia/*"], 1, replicas=6, fraction=0.5, run_s=400)],
             priorityClass="low",
             gang=False,
         ),
         "mlu-finetune": job(
-            "mlu-finetune", "vision-lab", [task("tune", ["cambricon/*"], 4, run_s=60)]
+            "mlu-finetune", "vision-lab", [task("tune", ["cambricon/*"], 4, run_s=400)]
         ),
         "xpu-eval": job(
-            "xpu-eval", "nlp-lab", [task("eval", ["kunlunxin/*", "hygon/*"], 4, run_s=40)]
+            "xpu-eval", "nlp-lab", [task("eval", ["kunlunxin/*", "hygon/*"], 4, run_s=300)]
         ),
         "rlhf-pipeline": job(
             "rlhf-pipeline",
@@ -237,18 +244,18 @@ async def scenario(fleet: Fleet) -> None:
                     "name": "preprocess",
                     "replicas": 2,
                     "image": "python:3.11",
-                    "annotations": {"suanpan.io/run-seconds": "100"},
+                    "annotations": {"suanpan.io/run-seconds": "500"},
                     "resources": {"cpu": "16", "memory": "32Gi"},
                 },
-                task("policy", ["huawei/Ascend910B3"], 4, run_s=100),
+                task("policy", ["huawei/Ascend910B3"], 4, run_s=500),
             ],
         ),
         "serve-pd": job(
             "serve-pd",
             "vision-lab",
             [
-                task("prefill", ["nvidia/H100*"], 4, run_s=90),
-                task("decode", ["huawei/Ascend910B3", "metax/*"], 2, replicas=2, run_s=90),
+                task("prefill", ["nvidia/H100*"], 4, run_s=500),
+                task("decode", ["huawei/Ascend910B3", "metax/*"], 2, replicas=2, run_s=500),
             ],
         ),
     }
@@ -277,6 +284,9 @@ async def scenario(fleet: Fleet) -> None:
     await live_telemetry(fleet)
 
     section("best-effort work fills the idle H100s; then an urgent job arrives")
+    # the first wave's H100 work ends first, whatever the machine's speed: the fillers then
+    # hold every H100 and the urgent job can only run by preempting
+    await finished(fleet, ids, "vit-sweep", "serve-pd")
     fillers = []
     for i in range(3):
         created = await fleet.call(
@@ -285,8 +295,8 @@ async def scenario(fleet: Fleet) -> None:
             json=job(
                 f"batch-{i}",
                 "vision-lab",
-                # long enough that they still hold every H100 when the urgent job arrives
-                [task("w", ["nvidia/H100-80GB"], 8, run_s=1200)],
+                # long enough (300 s real) that they hold every H100 when the urgent job arrives
+                [task("w", ["nvidia/H100-80GB"], 8, run_s=6000)],
                 priorityClass="best-effort",
             ),
         )
@@ -321,11 +331,12 @@ async def scenario(fleet: Fleet) -> None:
         )
 
     section("a job that waits, and why (suanpan explain)")
+    await finished(fleet, ids, "llm-pretrain", "rlhf-pipeline")  # the 16-card nodes are free
     for name in ("long-a", "long-b"):  # take both 16-card Ascend nodes for a while
         blocker = await fleet.call(
             "POST",
             "/v1/jobs",
-            json=job(name, "nlp-lab", [task("t", ["huawei/Ascend910B3"], 16, run_s=600)]),
+            json=job(name, "nlp-lab", [task("t", ["huawei/Ascend910B3"], 16, run_s=3000)]),
         )
         await until_state(fleet, blocker["id"], {"Running"}, 20)
     waiting = await fleet.call(
