@@ -15,7 +15,12 @@ with coarse keys only (a fine key would spread pods and lose the packing):
   offline packing bound on openb; nearly all of its excess is devices stranded by CPU.
 - model pressure: demand of model-constrained task types per device of the node's model, so
   that unconstrained pods leave scarce models to the pods that need them.
-- a CPU-only pod prefers the node with the fewest free devices.
+- a CPU-only pod prefers the node with the fewest free devices, where that strands nothing.
+  But when the target workload asks more CPU than the pool has once its devices are full
+  (`cpu_short`), devices will be stranded by CPU whatever a CPU-only pod does: keeping it off
+  nodes where it strands only spreads CPU-only pods and leaves CPU crumbs too small for the
+  next pod. Then a CPU-only pod takes first the CPU of nodes without free device capacity
+  (which no device pod can use), then the pool order, which packs CPU like first-fit.
 
 All of it is deterministic.
 
@@ -172,11 +177,22 @@ def cpu_per_device(model: FragModel, pool: Pool) -> FloatArray:
     return result
 
 
+def cpu_short(model: FragModel, pool: Pool) -> bool:
+    """Whether the target workload, CPU-only task types included, asks more CPU than the pool
+    has by the time its devices are full."""
+    dev = float((model.weight * model.milli * model.count).sum())
+    if dev <= 0 or pool.total_milli == 0:
+        return False
+    asked = float((model.weight * model.cpu).sum()) / dev * pool.total_milli
+    return asked > float(pool.cpu_cap.sum())
+
+
 @dataclass
 class _SuanpanScorer:
     frag: _FragScorer
     pressure: FloatArray
     cpu_ratio: FloatArray
+    short: bool
 
     def stranded(self, cpu_free: IntArray, dev_free: IntArray) -> FloatArray:
         """Free device capacity the node's free CPU cannot serve at its tasks' CPU ratio."""
@@ -192,9 +208,12 @@ class _SuanpanScorer:
         )
         quarters = np.minimum(np.ceil(np.maximum(added, 0.0) / 250.0), 4.0) / 4.0
         pressure = self.pressure / max(float(self.pressure.max(initial=0.0)), 1e-9)
-        tie = 0.45 * quarters + 0.45 * pressure
-        if req.device is None:
-            tie = tie + 0.05 * dev_free / max(pool.width * 1000, 1)
+        if req.device is None and self.short:
+            tie = 0.45 * (dev_free > 0)
+        else:
+            tie = 0.45 * quarters + 0.45 * pressure
+            if req.device is None:
+                tie = tie + 0.05 * dev_free / max(pool.width * 1000, 1)
         return NodeScores(masked(-growth - tie, feasible), device.copy())
 
 
@@ -213,4 +232,5 @@ class SuanpanPolicy:
             _FragScorer(pool, model),
             model_pressure(self.workload, pool),
             cpu_per_device(model, pool),
+            cpu_short(model, pool),
         )

@@ -7,13 +7,16 @@ import pytest
 
 from federation.nodeplacement import (
     POLICY_NAMES,
+    FragModel,
     NodeScores,
+    PoolNode,
     TargetWorkload,
     TaskType,
     make_policy,
     normalized,
     select,
 )
+from federation.nodeplacement.fgd import cpu_short
 from tests.unit.nodeplacement.builders import cpu_only, gpu_node, gpus, pool_of
 
 # Half the tasks want 0.5 GPU, half one whole GPU.
@@ -105,3 +108,25 @@ def test_suanpan_breaks_fgd_ties_away_from_stranding_gpus() -> None:
     req = gpus(cpu=18_000)
     assert choose("fgd", nodes, req)[0] == 0
     assert choose("suanpan", nodes, req)[0] == 1
+
+
+# A CPU-short workload: every other task is CPU-only and asks 24 CPUs; at full devices the
+# 1-GPU tasks' pods and the CPU-only ones ask 26 CPUs per GPU, more than 32-CPU, 4-GPU nodes have.
+CPU_HEAVY = TargetWorkload((TaskType(2000, 1000, 1), TaskType(24_000, 0, 0)), (0.5, 0.5))
+
+
+def test_cpu_short_compares_the_workloads_cpu_at_full_devices_with_the_pools() -> None:
+    pool = pool_of(gpu_node("a", (0, 0, 0, 0)), gpu_node("b", (0, 0, 0, 0)))
+    assert cpu_short(FragModel(CPU_HEAVY, pool.model_names), pool)
+    assert not cpu_short(FragModel(WORKLOAD, pool.model_names), pool)
+    cpu_only_pool = pool_of(PoolNode("cpu", 64_000, 65_536))
+    assert not cpu_short(FragModel(CPU_HEAVY, cpu_only_pool.model_names), cpu_only_pool)
+
+
+def test_when_cpu_is_short_a_cpu_only_pod_takes_cpu_no_device_pod_can_use() -> None:
+    # "lean" keeps both GPUs reachable only without the pod; "full" has no free GPU left.
+    nodes = [gpu_node("lean", (0, 0), cpu=32_000), gpu_node("full", (1000, 1000), cpu=32_000)]
+    pool = pool_of(*nodes)
+    req = cpu_only(8000)
+    scorer = make_policy("suanpan", CPU_HEAVY).bind(pool, np.random.default_rng(0))
+    assert select(scorer.score(req, pool.feasible(req))) == 1

@@ -11,7 +11,10 @@ from federation.nodeplacement import (
     PodRequest,
     Pool,
     PoolNode,
+    TargetWorkload,
+    TaskType,
     make_policy,
+    select,
     task_type,
     typical_workload,
 )
@@ -52,3 +55,24 @@ def test_no_policy_over_allocates_a_node(
         assert (where is not None) == fits  # a pod fails only where no node can take it
         assert (pool.cpu_free >= 0).all() and (pool.mem_free >= 0).all()
         assert (pool.used_milli <= WHOLE).all() and (pool.used_mem <= pool.dev_mem).all()
+
+
+@settings(max_examples=40, deadline=None)
+@given(nodes=pools(), arrivals=st.lists(requests(), max_size=8), req=CPU_ONLY)
+def test_under_a_cpu_short_workload_cpu_only_pods_go_where_no_device_is_free(
+    nodes: list[PoolNode], arrivals: list[PodRequest], req: PodRequest
+) -> None:
+    """A CPU-only pod's CPU on a node with free device capacity may strand it; on a node
+    without any, it strands nothing, so Suanpan takes such a node whenever one fits (no pool
+    has the CPU this workload asks at full devices)."""
+    pool = Pool(nodes)
+    workload = TargetWorkload((TaskType(10**9, 1000, 1), TaskType(1000, 0, 0)), (0.5, 0.5))
+    scorer = make_policy("suanpan", workload).bind(pool, np.random.default_rng(0))
+    placer = Placer(pool, scorer)
+    for r in arrivals:
+        placer.place(r)
+    feasible = pool.feasible(req)
+    device_free = pool.free.sum(axis=1) > 0
+    i = select(scorer.score(req, feasible))
+    if (feasible & ~device_free).any():
+        assert i is not None and not device_free[i]
