@@ -34,7 +34,9 @@ import yaml
 from bench.api_throughput import ADMIN, UNLIMITED, _load, member_token, wait_ready
 from bench.hub_loop import random_manifest
 from bench.procs import CpuMeter, descendants, rss_mib, tree
+from bench.profile import Sampler, available, markdown
 from bench.results import Figure
+from bench.run import SECTIONS
 from deploy.fleet import free_port
 from deploy.local.kube import wait_for
 from federation.store import migrate
@@ -220,9 +222,18 @@ async def _study(workdir: Path) -> list[Figure]:
         meter = CpuMeter(
             api=lambda: [hub.pid], loop=lambda: descendants(hub.pid), postgres=lambda: tree(pg_pid)
         )
+        sampler = Sampler([hub.pid], LOAD_S) if available() else None
         meter.start()
+        if sampler is not None:
+            await sampler.start()
         n, lat = await _load(url, member, 64, LOAD_S)
         cpu = meter.stop()
+        if sampler is not None:  # where the API's CPU goes while agents report and jobs queue
+            title = "Where the API's CPU goes with 10 agents reporting and 10,000 jobs queued"
+            found = markdown(await sampler.result(), title, 1000 * cpu["api"] / max(n, 1))
+            SECTIONS.mkdir(exist_ok=True)
+            (SECTIONS / "hub_fleet.md").write_text(found)
+            print(found)
         decided = await _placed_since(db, since)
         gaps = sorted(await _cycle_gaps(db, since))
         lat.sort()
