@@ -349,9 +349,14 @@ class Chaos:
                     )
                 await self._placements(conn)
                 await self._recovery(conn)
-            for name, proc in [*self.hubs.procs.items(), *self.agents.procs.items()]:
-                if proc.returncode is not None:
-                    self.report.violations.append(f"{name} exited by itself ({proc.returncode})")
+            exited = [(str(p), proc, self.hubs.log_path(p)) for p, proc in self.hubs.procs.items()]
+            exited += [(c, proc, self.agents.log_path(c)) for c, proc in self.agents.procs.items()]
+            for name, proc, log in exited:
+                if proc.returncode is not None:  # with its last words: the cause, not a guess
+                    tail = log.read_text()[-1500:] if log.exists() else ""
+                    self.report.violations.append(
+                        f"{name} exited by itself ({proc.returncode}):\n{tail}"
+                    )
         finally:
             await db.close()
 

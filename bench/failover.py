@@ -64,8 +64,12 @@ class Hubs:
     def urls(self) -> list[str]:
         return [f"http://127.0.0.1:{p}" for p in self.ports]
 
+    def log_path(self, port: int) -> Path:
+        """Where replica `port` writes its output (kept across restarts)."""
+        return self.workdir / f"hub-{port}.log"
+
     async def start(self, port: int) -> None:
-        log = _log(self.workdir / f"hub-{port}.log")
+        log = _log(self.log_path(port))
         self.procs[port] = await asyncio.create_subprocess_exec(
             str(BIN / "suanpan-hub"),
             "serve",
@@ -83,7 +87,7 @@ class Hubs:
 
         async def up() -> bool:
             if proc.returncode is not None:
-                tail = (self.workdir / f"hub-{port}.log").read_text()[-3000:]
+                tail = self.log_path(port).read_text()[-3000:]
                 raise RuntimeError(f"hub {port} exited ({proc.returncode}):\n{tail}")
             return await _ok(f"http://127.0.0.1:{port}/healthz") and await scheduling(port)
 
@@ -294,8 +298,12 @@ class Agents:
         self.kubeconfigs = dict(kubeconfigs or {})
         self.procs: dict[str, asyncio.subprocess.Process] = {}
 
+    def log_path(self, cluster: str) -> Path:
+        """Where the agent of `cluster` writes its output (kept across restarts)."""
+        return self.workdir / f"agent-{cluster}.log"
+
     async def start(self, cluster: str) -> None:
-        log = _log(self.workdir / f"agent-{cluster}.log")
+        log = _log(self.log_path(cluster))
         if cluster in self.kubeconfigs:
             backend = [str(BIN / "suanpan-agent"), "--kubeconfig", self.kubeconfigs[cluster]]
             backend += ["--namespace", KUBE_NAMESPACE]
@@ -308,8 +316,10 @@ class Agents:
             ",".join(self.urls[cluster]),
             "--cluster",
             cluster,
+            # a port of its own choosing: one picked here may be taken by then (the chaos
+            # long run lost its real agent to that once), and nothing here reads it
             "--metrics",
-            f"127.0.0.1:{free_ports(1)[0]}",
+            "127.0.0.1:0",
             env={**os.environ, "SUANPAN_AGENT_TOKEN": self.tokens[cluster]},
             stdout=log,
             stderr=log,
