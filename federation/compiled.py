@@ -28,6 +28,7 @@ from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import (
     AcceleratorRequest,
     Constraints,
+    Elastic,
     FlavorOption,
     Job,
     Task,
@@ -115,7 +116,8 @@ class CompiledTask(_Compiled):
     """
 
     name: str
-    replicas: int = Field(ge=1)
+    replicas: int = Field(ge=1)  # fixed; elastic: the count it starts with (its minimum)
+    max_replicas: int | None = Field(default=None, alias="maxReplicas", ge=1)  # None: fixed
     cpu_milli: int = Field(alias="cpuMilli", ge=1)  # of `container`
     memory_mib: int = Field(alias="memoryMib", ge=1)  # of `container`
     pod: PodTemplate
@@ -160,6 +162,9 @@ class CompiledTask(_Compiled):
                 AcceleratorRequest(tuple(o.core for o in self.options)) if self.options else None
             ),
             accelerator_nodes=self.annotations.get(ACCELERATOR_NODES) == "allow",
+            elastic=(
+                Elastic(self.replicas, self.max_replicas) if self.max_replicas is not None else None
+            ),
         )
 
 
