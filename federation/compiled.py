@@ -193,6 +193,13 @@ class CompiledJob(_Compiled):
         """Pods of one placement of the job."""
         return sum(t.replicas for t in self.tasks)
 
+    def holding(self, replicas: Mapping[str, int]) -> tuple[CompiledTask, ...]:
+        """The tasks with the replica counts a placement holds (`held_replicas`)."""
+        return tuple(
+            t.model_copy(update={"replicas": replicas[t.name]}) if t.name in replicas else t
+            for t in self.tasks
+        )
+
     def core_tasks(self) -> tuple[Task, ...]:
         """The tasks as the scheduling core models them."""
         return tuple(t.core for t in self.tasks)
@@ -242,6 +249,13 @@ def core_job(compiled: CompiledJob, facts: JobFacts, tasks: tuple[Task, ...] | N
         checkpoint_interval_s=compiled.checkpoint_interval_seconds,
         since_checkpoint_s=facts.since_checkpoint_s,
     )
+
+
+def held_replicas(assignment: Mapping[str, object]) -> dict[str, int]:
+    """The replica counts a stored placement assignment holds per elastic task it resized
+    (`{"replicas": {task: count}}`; tasks absent hold their compiled count)."""
+    counts = assignment.get("replicas")
+    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else {}
 
 
 def chosen_options(

@@ -292,6 +292,39 @@ async def release_placements(conn: AsyncConnection, *job_ids: uuid.UUID) -> None
         await notify(conn, PLACEMENTS, str(cluster_id))
 
 
+async def resize_placement(
+    conn: AsyncConnection,
+    job_id: uuid.UUID,
+    epoch: int,
+    revision: int,
+    replicas: Mapping[str, int],
+    hints: list[dict[str, Any]],
+) -> bool:
+    """Give an elastic job's active placement other replica counts per task (`replicas`) and
+    replica hints, with a new revision so its agent adds or removes pods; False when the
+    placement changed since it was read at `revision` (released, resized)."""
+    changed = await conn.execute(
+        sa.update(placements)
+        .where(
+            placements.c.job_id == job_id,
+            placements.c.epoch == epoch,
+            placements.c.revision == revision,
+            placements.c.state == "Active",
+        )
+        .values(
+            assignment=placements.c.assignment.op("||")(
+                sa.cast({"replicas": dict(replicas), "hints": hints}, JSONB)
+            ),
+            revision=sa.func.nextval("placement_revision_seq"),
+        )
+        .returning(placements.c.cluster_id)
+    )
+    row = changed.first()
+    if row is not None:
+        await notify(conn, PLACEMENTS, str(row.cluster_id))
+    return row is not None
+
+
 # --- clusters -----------------------------------------------------------------------------
 
 

@@ -175,9 +175,17 @@ class AssignedTask(_Msg):
         return self.device.flavor if self.device is not None else None
 
 
-def assigned_tasks(compiled: CompiledJob, flavors: Mapping[str, str | None]) -> list[AssignedTask]:
-    """The compiled tasks of a job with the options of the flavors its placement chose."""
-    return [AssignedTask(task=t, device=t.option(flavors.get(t.name))) for t in compiled.tasks]
+def assigned_tasks(
+    compiled: CompiledJob,
+    flavors: Mapping[str, str | None],
+    replicas: Mapping[str, int] | None = None,
+) -> list[AssignedTask]:
+    """The compiled tasks of a job with the options of the flavors its placement chose and
+    the replica counts it holds (elastic tasks it resized)."""
+    return [
+        AssignedTask(task=t, device=t.option(flavors.get(t.name)))
+        for t in compiled.holding(replicas or {})
+    ]
 
 
 class Assignment(_Msg):
