@@ -116,7 +116,8 @@ class CompiledTask(_Compiled):
     """
 
     name: str
-    replicas: int = Field(ge=1)  # fixed; elastic: the count it starts with (its minimum)
+    replicas: int = Field(ge=1)  # fixed; elastic: the count it starts with or holds
+    min_replicas: int | None = Field(default=None, alias="minReplicas", ge=1)  # None: fixed
     max_replicas: int | None = Field(default=None, alias="maxReplicas", ge=1)  # None: fixed
     cpu_milli: int = Field(alias="cpuMilli", ge=1)  # of `container`
     memory_mib: int = Field(alias="memoryMib", ge=1)  # of `container`
@@ -144,6 +145,16 @@ class CompiledTask(_Compiled):
         """MiB the whole pod requests (sidecars and init containers included)."""
         return pod_amount(self.pod, self.container, self.memory_mib, "memory", Decimal(2**20))
 
+    @property
+    def floor(self) -> int:
+        """The fewest replicas the task runs with."""
+        return self.min_replicas or self.replicas
+
+    @property
+    def ceiling(self) -> int:
+        """The most replicas the task may hold."""
+        return self.max_replicas or self.replicas
+
     def option(self, flavor: str | None) -> DeviceOption | None:
         """The option for `flavor` (None for a task without accelerators or no flavor)."""
         if not flavor:
@@ -162,9 +173,7 @@ class CompiledTask(_Compiled):
                 AcceleratorRequest(tuple(o.core for o in self.options)) if self.options else None
             ),
             accelerator_nodes=self.annotations.get(ACCELERATOR_NODES) == "allow",
-            elastic=(
-                Elastic(self.replicas, self.max_replicas) if self.max_replicas is not None else None
-            ),
+            elastic=Elastic(self.floor, self.ceiling) if self.max_replicas is not None else None,
         )
 
 

@@ -59,7 +59,7 @@ def rendezvous_env(
     """What distributed frameworks read to find each other (PyTorch/torchrun, MindSpore)."""
     world = assignment.replicas
     job = str(assignment.job)
-    if world > 1:
+    if assignment.most_replicas > 1:
         master_task, master_replica = _master(assignment)
         master_pod = pod_name(job, assignment.epoch, master_task, master_replica)
         host = hostname(assignment.name, master_task, master_replica, master_pod)
@@ -143,9 +143,10 @@ def render(
     The agent's `catalog` adds what only the cluster side knows: how the vendor's plugin learns
     the extender's devices (a visible-devices variable read from the bind's annotation) and
     which node labels mark accelerator nodes (CPU-only pods avoid them unless the task is
-    annotated `ACCELERATOR_NODES: allow`). A gang (assignment `gang`, more than one pod) is
-    created behind the `GANG_GATE` scheduling gate; its accelerator pods carry `GANG` /
-    `GANG_SIZE` for the extender's bind. A placement of more than one pod gets a headless
+    annotated `ACCELERATOR_NODES: allow`). A gang (assignment `gang`, more than one pod, or an
+    elastic placement that may grow to more) is created behind the `GANG_GATE` scheduling gate;
+    its accelerator pods carry `GANG` / `GANG_SIZE` (the pods it holds now) for the extender's
+    bind. A placement that has or may grow to more than one pod gets a headless
     Service (`service_name`) as the pods' subdomain, each pod the hostname
     `<job name>-<task>-<replica>`; every container gets `rendezvous_env`, RANK counting the
     replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`; where
@@ -155,9 +156,11 @@ def render(
     job = str(assignment.job)
     namespace = tenant_namespace(prefix, assignment.tenant)
     hints = {(h.task, h.replica): h for h in assignment.hints}
-    gang = f"{job}-e{assignment.epoch}" if assignment.gang and assignment.replicas > 1 else ""
+    # an elastic placement may grow: its first pods get the gang and names the later join
+    several = assignment.most_replicas > 1
+    gang = f"{job}-e{assignment.epoch}" if assignment.gang and several else ""
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
-    service = service_name(job, assignment.epoch) if assignment.replicas > 1 else ""
+    service = service_name(job, assignment.epoch) if several else ""
     pods: list[PodSpec] = []
     rank = 0
     for assigned in assignment.tasks:

@@ -22,7 +22,7 @@ from federation.errors import Conflict, IllegalTransition, NotFound
 from federation.store.events import NewEvent, add_event, add_events
 from federation.store.listener import PLACEMENTS, notify
 from federation.store.records import Job
-from federation.store.tables import clusters, jobs, placements
+from federation.store.tables import clusters, jobs, placements, replica_status
 
 JOB_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "Queued": frozenset({"Placed", "Cancelled", "Failed"}),
@@ -301,7 +301,8 @@ async def resize_placement(
     hints: list[dict[str, Any]],
 ) -> bool:
     """Give an elastic job's active placement other replica counts per task (`replicas`) and
-    replica hints, with a new revision so its agent adds or removes pods; False when the
+    replica hints, with a new revision so its agent adds or removes pods, and forget the
+    reported status of the replicas it no longer holds (removed, not failed); False when the
     placement changed since it was read at `revision` (released, resized)."""
     changed = await conn.execute(
         sa.update(placements)
@@ -320,9 +321,18 @@ async def resize_placement(
         .returning(placements.c.cluster_id)
     )
     row = changed.first()
-    if row is not None:
-        await notify(conn, PLACEMENTS, str(row.cluster_id))
-    return row is not None
+    if row is None:
+        return False
+    r = replica_status.c
+    await conn.execute(
+        sa.delete(replica_status).where(
+            r.job_id == job_id,
+            r.epoch == epoch,
+            sa.or_(*(sa.and_(r.task == t, r.replica >= n) for t, n in replicas.items())),
+        )
+    )
+    await notify(conn, PLACEMENTS, str(row.cluster_id))
+    return True
 
 
 # --- clusters -----------------------------------------------------------------------------

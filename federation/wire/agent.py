@@ -214,6 +214,21 @@ class Assignment(_Msg):
         """Pods of this placement."""
         return sum(t.task.replicas for t in self.tasks)
 
+    @property
+    def fewest_replicas(self) -> int:
+        """Pods this placement runs with at the least (elastic tasks at their minimum)."""
+        return sum(t.task.floor for t in self.tasks)
+
+    @property
+    def most_replicas(self) -> int:
+        """Pods this placement may come to hold (elastic tasks at their maximum)."""
+        return sum(t.task.ceiling for t in self.tasks)
+
+    def holds(self, task: str, replica: int) -> bool:
+        """Whether replica `replica` of task `task` belongs to this placement now (a resize
+        removes the highest indexes)."""
+        return any(t.task.name == task and replica < t.task.replicas for t in self.tasks)
+
 
 class AssignmentBatch(_Msg):
     """Assignments changed after the agent's revision, and the revision to resume from."""

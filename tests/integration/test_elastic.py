@@ -1,14 +1,24 @@
 """Elastic jobs at the hub: placed at min, grown into idle devices, shrunk for an urgent job
 instead of evicting, each resize written to the placement (a new revision the agent reads)
-with a `Resized` event; bad bounds answer 422."""
+with a `Resized` event; bad bounds answer 422. And the real agent over a simulated cluster
+adding and removing the pods of the replicas a resize adds and removes."""
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.conftest import Hub
+from cluster_agents.backends.simulated import SimulatedCluster
+from deploy.local.kube import wait_for
+from deploy.local.pki import write_serving_pki
+from federation.store.database import Database
+from federation.wire import annotations as ann
+from tests.integration.conftest import ADMIN_TOKEN, Hub, serving
+from tests.integration.test_agent_flow import JobFleet, manifest, our_pods
 from tests.integration.test_hub_flow import _agent, _job, _loop, _node, _status
 
 pytestmark = pytest.mark.integration
@@ -92,3 +102,50 @@ async def test_bad_elastic_bounds_are_a_precise_422(
     status, problem = await hub.call("POST", "/v1/jobs", user, json=manifest)
     assert status == 422, problem
     assert says in str(problem)
+
+
+@pytest.fixture
+async def fleet(db: Database, tmp_path: Path) -> AsyncIterator[JobFleet]:
+    async with serving(db, JobFleet(db, ADMIN_TOKEN, pki=write_serving_pki(tmp_path / "pki"))) as f:
+        yield f
+
+
+def _replicas(sim: SimulatedCluster, job_id: str) -> list[int]:
+    """The replica indexes of the job's pods in the cluster, deleted ones gone."""
+    return sorted(p.replica for p in sim.pods() if p.job == job_id and not p.deleting)
+
+
+async def test_the_agent_adds_and_removes_replicas_of_a_resized_job(fleet: JobFleet) -> None:
+    bj = await fleet.add_cluster("bj", "dc-beijing")  # one node of 8 MLUs
+    body = manifest("grow", "cambricon/*", count=2, run_s=100_000)
+    task = body["spec"]["tasks"][0]
+    del task["replicas"]
+    task.update(minReplicas=1, maxReplicas=4)
+    task["annotations"][ann.STOP_SECONDS] = "600"  # removed pods linger, terminating
+    job = await fleet.call("POST", "/v1/jobs", json=body)
+
+    async def grown() -> bool:
+        return _replicas(bj, job["id"]) == [0, 1, 2, 3]
+
+    await wait_for("the job grown to its maximum", grown, 30)
+    pods = [p for p in bj.pod_specs() if p.job == job["id"]]
+    assert {p.service for p in pods} == {f"sp-{job['id']}-e1"}
+    assert [p.hostname for p in sorted(pods, key=lambda p: p.replica)] == [
+        f"grow-main-{r}" for r in range(4)
+    ]
+    assert sorted(p.env["RANK"] for p in pods) == ["0", "1", "2", "3"]
+
+    urgent = manifest("urgent", "cambricon/*", count=4, run_s=100_000, priorityClass="critical")
+    rush = await fleet.call("POST", "/v1/jobs", json=urgent)
+
+    async def shrunk() -> bool:
+        return _replicas(bj, job["id"]) == [0, 1] and bool(our_pods(bj, rush["id"]))
+
+    await wait_for("the job shrunk to two replicas for the urgent one", shrunk, 30)
+    await asyncio.sleep(1)  # what the agent reports of the removed replicas reaches the hub
+    detail = await fleet.job(job["id"])
+    assert detail["state"] == "Running"
+    assert [(r["task"], r["replica"]) for r in detail["replicas"]] == [("main", 0), ("main", 1)]
+    events = await fleet.call("GET", f"/v1/jobs/{job['id']}/events")
+    reasons = [e["reason"] for e in events["items"]]
+    assert "Resized" in reasons and not {"Failed", "PodsLost", "ReplicaFailed"} & set(reasons)
