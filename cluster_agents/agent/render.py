@@ -22,6 +22,7 @@ from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
 
 MASTER_PORT = 29500  # torchrun's default rendezvous port
+RDZV_PORT = 29400  # torchrun's default port of a c10d rendezvous endpoint
 
 
 class RenderError(ValueError):
@@ -56,8 +57,12 @@ def _master(assignment: Assignment) -> tuple[str, int]:
 def rendezvous_env(
     assignment: Assignment, task: str, replica: int, rank: int, local_world_size: int
 ) -> dict[str, str]:
-    """What distributed frameworks read to find each other (PyTorch/torchrun, MindSpore)."""
-    world = assignment.replicas
+    """What distributed frameworks read to find each other (PyTorch/torchrun, MindSpore).
+
+    A placement whose pod count may change (elastic) has no fixed world: instead of
+    `WORLD_SIZE`, the node rank and MindSpore's worker count, its pods get torchrun's elastic
+    arguments (`PET_NNODES=min:max` and a c10d rendezvous on the master's stable name), and
+    torchrun gives each worker its rank and world size at every rendezvous."""
     job = str(assignment.job)
     if assignment.most_replicas > 1:
         master_task, master_replica = _master(assignment)
@@ -67,26 +72,34 @@ def rendezvous_env(
     else:
         master = "localhost"
     port = str(MASTER_PORT)
-    size = str(world)
-    return {
+    fewest, most = assignment.fewest_replicas, assignment.most_replicas
+    world = str(assignment.replicas) if fewest == most else None
+    env = {
         "SUANPAN_JOB_ID": job,
         "SUANPAN_JOB_NAME": assignment.name,
         "SUANPAN_TASK": task,
         "SUANPAN_REPLICA": str(replica),
         "RANK": str(rank),
-        "WORLD_SIZE": size,
+        "WORLD_SIZE": world,
         "LOCAL_WORLD_SIZE": str(local_world_size),
         "MASTER_ADDR": master,
         "MASTER_PORT": port,
-        "PET_NNODES": size,
-        "PET_NODE_RANK": str(rank),
+        "PET_NNODES": world or f"{fewest}:{most}",
+        "PET_NODE_RANK": str(rank) if world else None,
         "PET_NPROC_PER_NODE": str(local_world_size),
         "PET_MASTER_ADDR": master,
         "PET_MASTER_PORT": port,
         "MS_SCHED_HOST": master,
         "MS_SCHED_PORT": port,
-        "MS_WORKER_NUM": str(world * local_world_size),
+        "MS_WORKER_NUM": str(assignment.replicas * local_world_size) if world else None,
     }
+    if world is None:
+        env |= {
+            "PET_RDZV_BACKEND": "c10d",
+            "PET_RDZV_ENDPOINT": f"{master}:{RDZV_PORT}",
+            "PET_RDZV_ID": job,
+        }
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def visible_env(model: AcceleratorModel) -> dict[str, str]:
