@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +38,7 @@ from federation.store.tables import (
     nodes,
     placements,
     queues,
+    replica_status,
     tenants,
 )
 from federation.store.telemetry import DEVICE_READING
@@ -329,6 +330,37 @@ async def _pending_rows(
     return rows[:HEAD] + list(unique.values())
 
 
+async def _not_reported(
+    conn: AsyncConnection, counted: dict[tuple[uuid.UUID, int], Placement]
+) -> list[Placement]:
+    """What running elastic placements hold that their clusters do not report yet: the known
+    replicas (the placement's, a resize's included) whose pods were not reported past
+    Pending, as reservations, like a placement not running yet; once reported running, the
+    cluster's inventory counts their devices."""
+    if not counted:
+        return []
+    r = replica_status.c
+    rows = await conn.execute(
+        sa.select(r.job_id, r.epoch, r.task, r.replica).where(
+            sa.tuple_(r.job_id, r.epoch).in_(list(counted)),
+            r.phase.not_in(("Pending", "Unknown")),
+        )
+    )
+    reported = {(row.job_id, row.epoch, row.task, row.replica) for row in rows}
+    out = []
+    for (job_id, epoch), placement in counted.items():
+        numbered: Counter[int] = Counter()  # a task's k-th known replica is its replica k
+        waiting = []
+        for replica in placement.replicas:
+            task = placement.job.tasks[replica.task].name
+            if (job_id, epoch, task, numbered[replica.task]) not in reported:
+                waiting.append(replica)
+            numbered[replica.task] += 1
+        if waiting:
+            out.append(replace(placement, replicas=tuple(waiting)))
+    return out
+
+
 async def read(
     conn: AsyncConnection,
     catalog: Catalog,
@@ -415,6 +447,7 @@ async def read(
 
     placed: list[Placement] = []
     reservations: list[Placement] = []
+    elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
     preempting: set[str] = set()
     for row in held_rows:
         job = model(row)
@@ -431,8 +464,11 @@ async def read(
         placed.append(placement)
         if row.state in UNCOUNTED_STATES:
             reservations.append(placement)
+        elif job.elastic:
+            elastic[(row.id, row.epoch)] = placement
         if row.state == "Preempting":
             preempting.add(job.id)
+    reservations += await _not_reported(conn, elastic)
     result.pending = [j for j in (model(r) for r in pending_rows) if j is not None]
     cache.prune()
     result.snapshot = Snapshot(

@@ -83,6 +83,32 @@ async def test_an_elastic_job_grows_then_shrinks_for_an_urgent_job(hub: Hub) -> 
     assert rush["id"] in resized[1]["message"]
 
 
+async def test_replicas_a_job_grew_by_are_held_until_their_cluster_reports_them(
+    hub: Hub,
+) -> None:
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1")])
+    _, job = await hub.call("POST", "/v1/jobs", user, json=_elastic(2, 6))
+    loop = await _loop(hub)
+    assert (await loop.cycle()).written.placed == 1
+    await _status(hub, agent, job, "Applied")
+    await _status(hub, agent, job, "Running")
+    await _inventory(hub, agent, 2, used=2)
+    assert (await loop.cycle()).written.resized == 1  # onto devices 2..5, not reported yet
+
+    await hub.call("POST", "/v1/jobs", user, json=_job("next", replicas=1, count=4))
+    assert (await loop.cycle()).written.placed == 0  # 2 devices free, not 6
+    _, batch = await hub.call("GET", "/v1/agent/assignments", agent, params={"after": "0"})
+    handed = [
+        (h["node"], d)
+        for a in batch["items"]
+        if a["state"] == "Active"
+        for h in a["hints"]
+        for d in h["devices"]
+    ]
+    assert len(handed) == len(set(handed))
+
+
 @pytest.mark.parametrize(
     ("bounds", "says"),
     [
