@@ -6,6 +6,7 @@ adding and removing the pods of the replicas a resize adds and removes."""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from federation.wire import annotations as ann
 from tests.integration.conftest import ADMIN_TOKEN, Hub, serving
 from tests.integration.test_agent_flow import JobFleet, manifest, our_pods
 from tests.integration.test_hub_flow import _agent, _job, _loop, _node, _status
+from tests.integration.test_replica_status import _describe
 
 pytestmark = pytest.mark.integration
 
@@ -52,6 +54,13 @@ async def test_an_elastic_job_grows_then_shrinks_for_an_urgent_job(hub: Hub) -> 
     user = await hub.tenant_with_queue("acme")
     agent = await _agent(hub, "east", [_node("n1")])
     _, job = await hub.call("POST", "/v1/jobs", user, json=_elastic(2, 6))
+    _, pending = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert pending["elastic"] == [
+        {"task": "trainer", "replicas": None, "minReplicas": 2, "maxReplicas": 6}
+    ]
+    _, doc = await hub.call("GET", "/openapi.json", None)
+    detail_schema = doc["components"]["schemas"]["JobDetail"]["properties"]["elastic"]
+    assert detail_schema["items"]["$ref"].endswith("/ElasticTaskOut")
     loop = await _loop(hub)
     assert (await loop.cycle()).written.placed == 1
     placed = await _assigned(hub, agent, 0)
@@ -62,6 +71,8 @@ async def test_an_elastic_job_grows_then_shrinks_for_an_urgent_job(hub: Hub) -> 
 
     assert (await loop.cycle()).written.resized == 1
     grown = await _assigned(hub, agent, placed["revision"])
+    _, detail = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
+    assert detail["elastic"][0]["replicas"] == 6
     assert (grown["epoch"], grown["tasks"][0]["task"]["replicas"]) == (1, 6)
     assert [h["replica"] for h in grown["hints"]] == list(range(6))
     await _inventory(hub, agent, 3, used=6)
@@ -75,6 +86,9 @@ async def test_an_elastic_job_grows_then_shrinks_for_an_urgent_job(hub: Hub) -> 
     assert shrunk["tasks"][0]["task"]["replicas"] == 4 and len(shrunk["hints"]) == 4
     _, detail = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
     assert detail["state"] == "Running"  # shrunk, not evicted
+    assert detail["elastic"] == [
+        {"task": "trainer", "replicas": 4, "minReplicas": 2, "maxReplicas": 6}
+    ]
 
     _, events = await hub.call("GET", f"/v1/jobs/{job['id']}/events", user)
     resized = [e for e in events["items"] if e["reason"] == "Resized"]
@@ -154,6 +168,8 @@ async def test_the_agent_adds_and_removes_replicas_of_a_resized_job(fleet: JobFl
         return _replicas(bj, job["id"]) == [0, 1, 2, 3]
 
     await wait_for("the job grown to its maximum", grown, 30)
+    described = await _describe(fleet, job["id"])
+    assert re.search(r"elastic:\n +TASK +REPLICAS +MIN +MAX\n +main +4 +1 +4\n", described)
     pods = [p for p in bj.pod_specs() if p.job == job["id"]]
     assert {p.service for p in pods} == {f"sp-{job['id']}-e1"}
     assert [p.hostname for p in sorted(pods, key=lambda p: p.replica)] == [
