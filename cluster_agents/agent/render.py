@@ -162,9 +162,10 @@ def render(
     bind. A placement that has or may grow to more than one pod gets a headless
     Service (`service_name`) as the pods' subdomain, each pod the hostname
     `<job name>-<task>-<replica>`; every container gets `rendezvous_env`, RANK counting the
-    replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`; where
-    the vendor's collective library reads a rank table, the pod mounts the placement's
-    (`cluster_agents.agent.ranktable`).
+    replicas of all tasks in order (each task's first rank follows the most replicas the tasks
+    before it may hold, so a resize moves no pod's rank), and an accelerator pod the vendor's
+    `runtime_env`; where the vendor's collective library reads a rank table, the pod mounts
+    the placement's (`cluster_agents.agent.ranktable`).
     """
     job = str(assignment.job)
     namespace = tenant_namespace(prefix, assignment.tenant)
@@ -175,7 +176,7 @@ def render(
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
     service = service_name(job, assignment.epoch) if several else ""
     pods: list[PodSpec] = []
-    rank = 0
+    first_rank = 0
     for assigned in assignment.tasks:
         task, option = assigned.task, assigned.device
         requests = {"cpu": f"{task.cpu_milli}m", "memory": f"{task.memory_mib}Mi"}
@@ -206,6 +207,7 @@ def render(
         if not image:
             raise RenderError(f"task {task.name!r} has no image and no accelerator option")
         for replica in range(task.replicas):
+            rank = first_rank + replica
             hint = hints.get((task.name, replica))
             pod_annotations = dict(annotations)
             if hint is not None and option is not None:
@@ -257,5 +259,5 @@ def render(
                     attempt=attempt,
                 )
             )
-            rank += 1
+        first_rank += task.ceiling
     return pods

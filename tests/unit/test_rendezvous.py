@@ -57,11 +57,12 @@ def test_an_elastic_job_gets_torchruns_elastic_rendezvous_and_no_fixed_world() -
         "maxReplicas": 6,
     }
     flavors = {"prep": None, "train": "nvidia/H100-80GB"}
-    placed = assignment(CATALOG, [PREP, train], flavors, job=JOB, epoch=2, name="llm")
-    held = assigned_tasks(compiled(CATALOG, [PREP, train]), flavors, {"train": 3})
+    placed = assignment(CATALOG, [train, PREP], flavors, job=JOB, epoch=2, name="llm")
+    held = assigned_tasks(compiled(CATALOG, [train, PREP]), flavors, {"train": 3})
     pods = render(placed.model_copy(update={"tasks": held}), "ns", CATALOG)
     master = f"llm-train-0.{SERVICE}"
-    assert [p.env["RANK"] for p in pods] == ["0", "1", "2", "3"]
+    # the prep pod's rank stays 6 whatever the trainers grow or shrink to
+    assert [p.env["RANK"] for p in pods] == ["0", "1", "2", "6"]
     for pod in pods:
         env = pod.env
         assert env["PET_NNODES"] == "3:7"  # every pod: the fixed prep and 2..6 trainers
