@@ -73,6 +73,10 @@ async def test_an_elastic_job_grows_then_shrinks_for_an_urgent_job(hub: Hub) -> 
     grown = await _assigned(hub, agent, placed["revision"])
     _, detail = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
     assert detail["elastic"][0]["replicas"] == 6
+    status, problem = await hub.call(
+        "GET", f"/v1/jobs/{job['id']}/logs", user, params={"replica": "6"}
+    )
+    assert (status, "0 to 5" in str(problem)) == (422, True), problem  # a grown one has logs
     assert (grown["epoch"], grown["tasks"][0]["task"]["replicas"]) == (1, 6)
     assert [h["replica"] for h in grown["hints"]] == list(range(6))
     await _inventory(hub, agent, 3, used=6)
