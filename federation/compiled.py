@@ -278,7 +278,12 @@ def chosen_options(
     return tuple(out)
 
 
-def quota_charge(compiled: CompiledJob, flavors: Mapping[str, str | None]) -> dict[str, int]:
-    """What the job charges against its queue's quota on these flavors (the core's rule)."""
-    job = Job(id="", queue="", tasks=compiled.core_tasks())
+def quota_charge(
+    compiled: CompiledJob,
+    flavors: Mapping[str, str | None],
+    replicas: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """What the job charges against its queue's quota on these flavors (the core's rule),
+    holding `replicas` (`held_replicas`: elastic tasks it resized)."""
+    job = Job(id="", queue="", tasks=tuple(t.core for t in compiled.holding(replicas or {})))
     return demand(job, chosen_options(compiled, flavors))

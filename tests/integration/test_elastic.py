@@ -20,7 +20,7 @@ from federation.store.database import Database
 from federation.wire import annotations as ann
 from tests.integration.conftest import ADMIN_TOKEN, Hub, serving
 from tests.integration.test_agent_flow import JobFleet, manifest, our_pods
-from tests.integration.test_hub_flow import _agent, _job, _loop, _node, _status
+from tests.integration.test_hub_flow import FLAVOR, _agent, _job, _loop, _node, _status
 from tests.integration.test_replica_status import _describe
 
 pytestmark = pytest.mark.integration
@@ -73,6 +73,8 @@ async def test_an_elastic_job_grows_then_shrinks_for_an_urgent_job(hub: Hub) -> 
     grown = await _assigned(hub, agent, placed["revision"])
     _, detail = await hub.call("GET", f"/v1/jobs/{job['id']}", user)
     assert detail["elastic"][0]["replicas"] == 6
+    _, queue = await hub.call("GET", "/v1/tenants/acme/queues/default", user)
+    assert queue["usage"][FLAVOR] == 6 * 1000  # the replicas it holds, as the scheduler charges
     status, problem = await hub.call(
         "GET", f"/v1/jobs/{job['id']}/logs", user, params={"replica": "6"}
     )
