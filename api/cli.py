@@ -338,12 +338,20 @@ def replica_rows(replicas: list[dict[str, Any]]) -> list[list[Any]]:
 
 
 async def _describe(client: HubClient, args: argparse.Namespace) -> None:
-    """A job (without its manifest), its replicas as a table, then its events."""
+    """A job (without its manifest), its elastic tasks' sizes and its replicas as tables,
+    then its events."""
     job_id = await _resolve_job(client, args.id)
     job = await client.request("GET", f"/v1/jobs/{job_id}")
     events = await client.request("GET", f"/v1/jobs/{job_id}/events")
-    shown = {k: v for k, v in job.items() if k not in ("spec", "replicas")}
+    shown = {k: v for k, v in job.items() if k not in ("spec", "replicas", "elastic")}
     print(yaml.safe_dump(shown, sort_keys=False), end="")
+    if job.get("elastic"):
+        print("elastic:")
+        rows = [
+            [e["task"], e["replicas"], e["minReplicas"], e["maxReplicas"]] for e in job["elastic"]
+        ]
+        for line in table(rows, ["TASK", "REPLICAS", "MIN", "MAX"]).splitlines():
+            print(f"  {line}")
     if job["replicas"]:
         print("replicas:")
         for line in table(replica_rows(job["replicas"]), REPLICA_HEADER).splitlines():

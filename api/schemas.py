@@ -340,6 +340,17 @@ class ReplicaOut(_Out):
     updated_at: datetime = Field(alias="updatedAt")
 
 
+class ElasticTaskOut(_Out):
+    """An elastic task's replica bounds and the replicas its placement holds now."""
+
+    task: str
+    replicas: int | None = Field(
+        description="replicas its current placement holds (null: the job is not placed)"
+    )
+    min_replicas: int = Field(alias="minReplicas")
+    max_replicas: int = Field(alias="maxReplicas")
+
+
 class JobDetail(JobOut):
     """A job with its replicas (of its current or last placement) and attempts."""
 
@@ -348,6 +359,11 @@ class JobDetail(JobOut):
         "in place of a failed replica"
     )
     replicas: list[ReplicaOut]
+    elastic: list[ElasticTaskOut] = Field(
+        default_factory=list,
+        description="each elastic task's current, minimum and maximum replicas (the hub "
+        "resizes it between them)",
+    )
 
 
 MAX_BATCH = 1000

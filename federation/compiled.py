@@ -28,6 +28,7 @@ from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import (
     AcceleratorRequest,
     Constraints,
+    Elastic,
     FlavorOption,
     Job,
     Task,
@@ -115,7 +116,9 @@ class CompiledTask(_Compiled):
     """
 
     name: str
-    replicas: int = Field(ge=1)
+    replicas: int = Field(ge=1)  # fixed; elastic: the count it starts with or holds
+    min_replicas: int | None = Field(default=None, alias="minReplicas", ge=1)  # None: fixed
+    max_replicas: int | None = Field(default=None, alias="maxReplicas", ge=1)  # None: fixed
     cpu_milli: int = Field(alias="cpuMilli", ge=1)  # of `container`
     memory_mib: int = Field(alias="memoryMib", ge=1)  # of `container`
     pod: PodTemplate
@@ -142,6 +145,16 @@ class CompiledTask(_Compiled):
         """MiB the whole pod requests (sidecars and init containers included)."""
         return pod_amount(self.pod, self.container, self.memory_mib, "memory", Decimal(2**20))
 
+    @property
+    def floor(self) -> int:
+        """The fewest replicas the task runs with."""
+        return self.min_replicas or self.replicas
+
+    @property
+    def ceiling(self) -> int:
+        """The most replicas the task may hold."""
+        return self.max_replicas or self.replicas
+
     def option(self, flavor: str | None) -> DeviceOption | None:
         """The option for `flavor` (None for a task without accelerators or no flavor)."""
         if not flavor:
@@ -160,6 +173,7 @@ class CompiledTask(_Compiled):
                 AcceleratorRequest(tuple(o.core for o in self.options)) if self.options else None
             ),
             accelerator_nodes=self.annotations.get(ACCELERATOR_NODES) == "allow",
+            elastic=Elastic(self.floor, self.ceiling) if self.max_replicas is not None else None,
         )
 
 
@@ -187,6 +201,13 @@ class CompiledJob(_Compiled):
     def replicas(self) -> int:
         """Pods of one placement of the job."""
         return sum(t.replicas for t in self.tasks)
+
+    def holding(self, replicas: Mapping[str, int]) -> tuple[CompiledTask, ...]:
+        """The tasks with the replica counts a placement holds (`held_replicas`)."""
+        return tuple(
+            t.model_copy(update={"replicas": replicas[t.name]}) if t.name in replicas else t
+            for t in self.tasks
+        )
 
     def core_tasks(self) -> tuple[Task, ...]:
         """The tasks as the scheduling core models them."""
@@ -239,6 +260,13 @@ def core_job(compiled: CompiledJob, facts: JobFacts, tasks: tuple[Task, ...] | N
     )
 
 
+def held_replicas(assignment: Mapping[str, object]) -> dict[str, int]:
+    """The replica counts a stored placement assignment holds per elastic task it resized
+    (`{"replicas": {task: count}}`; tasks absent hold their compiled count)."""
+    counts = assignment.get("replicas")
+    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else {}
+
+
 def chosen_options(
     compiled: CompiledJob, flavors: Mapping[str, str | None]
 ) -> tuple[FlavorOption | None, ...]:
@@ -250,7 +278,12 @@ def chosen_options(
     return tuple(out)
 
 
-def quota_charge(compiled: CompiledJob, flavors: Mapping[str, str | None]) -> dict[str, int]:
-    """What the job charges against its queue's quota on these flavors (the core's rule)."""
-    job = Job(id="", queue="", tasks=compiled.core_tasks())
+def quota_charge(
+    compiled: CompiledJob,
+    flavors: Mapping[str, str | None],
+    replicas: Mapping[str, int] | None = None,
+) -> dict[str, int]:
+    """What the job charges against its queue's quota on these flavors (the core's rule),
+    holding `replicas` (`held_replicas`: elastic tasks it resized)."""
+    job = Job(id="", queue="", tasks=tuple(t.core for t in compiled.holding(replicas or {})))
     return demand(job, chosen_options(compiled, flavors))

@@ -220,7 +220,9 @@ def _task(catalog: Catalog, task: Task, path: str) -> CompiledTask:
         )
     return CompiledTask(
         name=task.name,
-        replicas=task.replicas,
+        replicas=task.min_replicas or task.replicas,
+        min_replicas=task.min_replicas,
+        max_replicas=task.max_replicas,
         cpu_milli=cpu_milli(task.resources.cpu),
         memory_mib=memory_mib(task.resources.memory),
         pod=pod,

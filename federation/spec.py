@@ -112,7 +112,22 @@ class Task(_Strict):
     """One role of a job: replicas of the same pod template."""
 
     name: DnsLabel
-    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS)
+    replicas: int = Field(default=1, ge=1, le=MAX_REPLICAS, description="a fixed replica count")
+    min_replicas: int | None = Field(
+        default=None,
+        alias="minReplicas",
+        ge=1,
+        le=MAX_REPLICAS,
+        description="elastic (with maxReplicas, instead of replicas): the job starts once this "
+        "many fit, as a gang, and never runs with fewer",
+    )
+    max_replicas: int | None = Field(
+        default=None,
+        alias="maxReplicas",
+        ge=1,
+        le=MAX_REPLICAS,
+        description="elastic: the most replicas it grows to in capacity nothing else waits for",
+    )
     image: Image | None = None
     images: dict[Vendor, Image] = Field(
         default_factory=dict, description="image per accelerator vendor"
@@ -135,6 +150,22 @@ class Task(_Strict):
         default=None,
         description="the template's container that gets resources and devices (default: first)",
     )
+
+    @model_validator(mode="after")
+    def _elastic_bounds(self) -> Task:
+        low, high = self.min_replicas, self.max_replicas
+        if low is None and high is None:
+            return self
+        if low is None or high is None:
+            raise ValueError("an elastic task gives both minReplicas and maxReplicas")
+        if "replicas" in self.model_fields_set:
+            raise ValueError(
+                "give either replicas (a fixed count) or minReplicas and maxReplicas (elastic: "
+                "the scheduler picks the count between them), not both"
+            )
+        if low > high:
+            raise ValueError(f"minReplicas ({low}) must not exceed maxReplicas ({high})")
+        return self
 
     @model_validator(mode="after")
     def _has_image(self) -> Task:
@@ -240,6 +271,14 @@ class JobSpec(_Strict):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"task names must be unique; repeated: {', '.join(duplicates)}")
+        return self
+
+    @model_validator(mode="after")
+    def _elastic_is_a_gang(self) -> JobSpec:
+        if not self.gang and any(t.min_replicas is not None for t in self.tasks):
+            raise ValueError(
+                "an elastic task starts as a gang of its minReplicas: remove `gang: false`"
+            )
         return self
 
 

@@ -20,6 +20,7 @@ from api.routes.common import event_out, job_out, parse_id, replica_out
 from api.schemas import (
     BatchOutcome,
     ClusterReason,
+    ElasticTaskOut,
     EventList,
     EventQuery,
     Explanation,
@@ -278,8 +279,26 @@ async def get_job(call: Call) -> Reply:
     async with ctx(call.request).db.connection() as conn:
         job = await job_store.get(conn, job_id, tenant_scope(call.who))
         found, attempts = await replica_store.of_job(conn, job_id, job.epoch)
+        sizes = await job_store.elastic_sizes(conn, job_id, job.epoch)
     out = job_out(job).model_dump(by_alias=False)
-    return Reply(200, JobDetail(**out, attempts=attempts, replicas=[replica_out(r) for r in found]))
+    elastic = [
+        ElasticTaskOut(
+            task=e.task,
+            replicas=e.replicas,
+            min_replicas=e.min_replicas,
+            max_replicas=e.max_replicas,
+        )
+        for e in sizes
+    ]
+    return Reply(
+        200,
+        JobDetail(
+            **out,
+            attempts=attempts,
+            replicas=[replica_out(r) for r in found],
+            elastic=elastic,
+        ),
+    )
 
 
 @API.op(

@@ -14,6 +14,12 @@ only after `keep_finished_s`, so that their logs can still be read) — but only
 has caught up with the assignment stream, so a restarted agent never deletes work it has not
 heard about yet.
 
+Elastic resizes: the hub changes an Active placement's replica counts under a new revision of
+the same epoch. More replicas are pods rendered like the first ones (hostnames, service and
+ranks follow on); fewer leave the highest indexes out of the wanted pods, so they are fenced
+like any other, and their pods are never reported (`Assignment.holds`): a removed replica is
+not a failed one. The placement runs once its minimum runs (grown replicas may still wait).
+
 Leases: the agent renews its cluster's lease every few seconds for its whole life (sessions or
 not), saying whether it reaches its kube-apiserver. When it could not renew for a whole lease
 it stops the pods of its *exclusive* jobs itself (the hub requeues them only after the lease
@@ -476,13 +482,18 @@ class Agent:
             by_placement[(pod.job, pod.epoch)].append(pod)
         updates = []
         for job, assignment in self.active.items():
-            expected = assignment.replicas
-            placed = by_placement.get((job, assignment.epoch), [])
+            # a replica an elastic resize removed is not a failed one: its pods are not told
+            placed = [
+                p
+                for p in by_placement.get((job, assignment.epoch), [])
+                if assignment.holds(p.task, p.replica)
+            ]
             summary = summarize(
                 placed,
-                expected,
+                assignment.replicas,
                 now=self.backend.now(),
                 gang_timeout_s=self.gang_timeout_s,
+                fewest=assignment.fewest_replicas,
             )
             if summary.state:
                 updates.append(

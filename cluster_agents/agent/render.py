@@ -22,6 +22,7 @@ from federation.wire import annotations as ann
 from federation.wire.agent import Assignment
 
 MASTER_PORT = 29500  # torchrun's default rendezvous port
+RDZV_PORT = 29400  # torchrun's default port of a c10d rendezvous endpoint
 
 
 class RenderError(ValueError):
@@ -56,10 +57,14 @@ def _master(assignment: Assignment) -> tuple[str, int]:
 def rendezvous_env(
     assignment: Assignment, task: str, replica: int, rank: int, local_world_size: int
 ) -> dict[str, str]:
-    """What distributed frameworks read to find each other (PyTorch/torchrun, MindSpore)."""
-    world = assignment.replicas
+    """What distributed frameworks read to find each other (PyTorch/torchrun, MindSpore).
+
+    A placement whose pod count may change (elastic) has no fixed world: instead of
+    `WORLD_SIZE`, the node rank and MindSpore's worker count, its pods get torchrun's elastic
+    arguments (`PET_NNODES=min:max` and a c10d rendezvous on the master's stable name), and
+    torchrun gives each worker its rank and world size at every rendezvous."""
     job = str(assignment.job)
-    if world > 1:
+    if assignment.most_replicas > 1:
         master_task, master_replica = _master(assignment)
         master_pod = pod_name(job, assignment.epoch, master_task, master_replica)
         host = hostname(assignment.name, master_task, master_replica, master_pod)
@@ -67,26 +72,34 @@ def rendezvous_env(
     else:
         master = "localhost"
     port = str(MASTER_PORT)
-    size = str(world)
-    return {
+    fewest, most = assignment.fewest_replicas, assignment.most_replicas
+    world = str(assignment.replicas) if fewest == most else None
+    env = {
         "SUANPAN_JOB_ID": job,
         "SUANPAN_JOB_NAME": assignment.name,
         "SUANPAN_TASK": task,
         "SUANPAN_REPLICA": str(replica),
         "RANK": str(rank),
-        "WORLD_SIZE": size,
+        "WORLD_SIZE": world,
         "LOCAL_WORLD_SIZE": str(local_world_size),
         "MASTER_ADDR": master,
         "MASTER_PORT": port,
-        "PET_NNODES": size,
-        "PET_NODE_RANK": str(rank),
+        "PET_NNODES": world or f"{fewest}:{most}",
+        "PET_NODE_RANK": str(rank) if world else None,
         "PET_NPROC_PER_NODE": str(local_world_size),
         "PET_MASTER_ADDR": master,
         "PET_MASTER_PORT": port,
         "MS_SCHED_HOST": master,
         "MS_SCHED_PORT": port,
-        "MS_WORKER_NUM": str(world * local_world_size),
+        "MS_WORKER_NUM": str(assignment.replicas * local_world_size) if world else None,
     }
+    if world is None:
+        env |= {
+            "PET_RDZV_BACKEND": "c10d",
+            "PET_RDZV_ENDPOINT": f"{master}:{RDZV_PORT}",
+            "PET_RDZV_ID": job,
+        }
+    return {k: v for k, v in env.items() if v is not None}
 
 
 def visible_env(model: AcceleratorModel) -> dict[str, str]:
@@ -143,23 +156,27 @@ def render(
     The agent's `catalog` adds what only the cluster side knows: how the vendor's plugin learns
     the extender's devices (a visible-devices variable read from the bind's annotation) and
     which node labels mark accelerator nodes (CPU-only pods avoid them unless the task is
-    annotated `ACCELERATOR_NODES: allow`). A gang (assignment `gang`, more than one pod) is
-    created behind the `GANG_GATE` scheduling gate; its accelerator pods carry `GANG` /
-    `GANG_SIZE` for the extender's bind. A placement of more than one pod gets a headless
+    annotated `ACCELERATOR_NODES: allow`). A gang (assignment `gang`, more than one pod, or an
+    elastic placement that may grow to more) is created behind the `GANG_GATE` scheduling gate;
+    its accelerator pods carry `GANG` / `GANG_SIZE` (the pods it holds now) for the extender's
+    bind. A placement that has or may grow to more than one pod gets a headless
     Service (`service_name`) as the pods' subdomain, each pod the hostname
     `<job name>-<task>-<replica>`; every container gets `rendezvous_env`, RANK counting the
-    replicas of all tasks in order, and an accelerator pod the vendor's `runtime_env`; where
-    the vendor's collective library reads a rank table, the pod mounts the placement's
-    (`cluster_agents.agent.ranktable`).
+    replicas of all tasks in order (each task's first rank follows the most replicas the tasks
+    before it may hold, so a resize moves no pod's rank), and an accelerator pod the vendor's
+    `runtime_env`; where the vendor's collective library reads a rank table, the pod mounts
+    the placement's (`cluster_agents.agent.ranktable`).
     """
     job = str(assignment.job)
     namespace = tenant_namespace(prefix, assignment.tenant)
     hints = {(h.task, h.replica): h for h in assignment.hints}
-    gang = f"{job}-e{assignment.epoch}" if assignment.gang and assignment.replicas > 1 else ""
+    # an elastic placement may grow: its first pods get the gang and names the later join
+    several = assignment.most_replicas > 1
+    gang = f"{job}-e{assignment.epoch}" if assignment.gang and several else ""
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
-    service = service_name(job, assignment.epoch) if assignment.replicas > 1 else ""
+    service = service_name(job, assignment.epoch) if several else ""
     pods: list[PodSpec] = []
-    rank = 0
+    first_rank = 0
     for assigned in assignment.tasks:
         task, option = assigned.task, assigned.device
         requests = {"cpu": f"{task.cpu_milli}m", "memory": f"{task.memory_mib}Mi"}
@@ -190,6 +207,7 @@ def render(
         if not image:
             raise RenderError(f"task {task.name!r} has no image and no accelerator option")
         for replica in range(task.replicas):
+            rank = first_rank + replica
             hint = hints.get((task.name, replica))
             pod_annotations = dict(annotations)
             if hint is not None and option is not None:
@@ -241,5 +259,5 @@ def render(
                     attempt=attempt,
                 )
             )
-            rank += 1
+        first_rank += task.ceiling
     return pods

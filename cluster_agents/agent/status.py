@@ -100,13 +100,19 @@ class Summary:
 
 
 def summarize(
-    pods: Sequence[PodStatus], expected: int, *, now: float, gang_timeout_s: float
+    pods: Sequence[PodStatus],
+    expected: int,
+    *,
+    now: float,
+    gang_timeout_s: float,
+    fewest: int | None = None,
 ) -> Summary:
     """Aggregate the pods of one (job, epoch) that should have `expected` replicas, each
-    counted by its latest attempt.
+    counted by its latest attempt; it runs once `fewest` of them run (an elastic placement's
+    minimum: replicas it grew by may still wait for a node; default all).
 
     Failed wins (with the first real reason), then lost pods (node gone: run again elsewhere),
-    then all succeeded, then all running; pods pending past the gang timeout make the
+    then all succeeded, then enough running; pods pending past the gang timeout make the
     placement Unschedulable (with the scheduler's message); otherwise the pods exist and the
     placement is Applied, with reason Unschedulable and the scheduler's message ("0/3 nodes
     are available: ...") while a pod waits for a node.
@@ -133,7 +139,7 @@ def summarize(
         return summary("")
     if succeeded == expected:
         return summary("Succeeded")
-    if running + succeeded == expected:
+    if running and running + succeeded >= (expected if fewest is None else fewest):
         return summary("Running")
     waiting = [p for p in pods if p.phase == "Pending" and p.reason in WAITING_REASONS]
     stuck = [p for p in pods if p.phase == "Pending" and now - p.created_at > gang_timeout_s]

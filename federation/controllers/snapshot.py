@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import defaultdict
-from dataclasses import dataclass, field
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
 from typing import Any
@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.catalog import Catalog
-from federation.compiled import CompiledJob, JobFacts, core_job
+from federation.compiled import CompiledJob, JobFacts, core_job, held_replicas
 from federation.inventory import DeviceRow, core_node
 from federation.scheduling.model import (
     Cluster,
@@ -38,6 +38,7 @@ from federation.store.tables import (
     nodes,
     placements,
     queues,
+    replica_status,
     tenants,
 )
 from federation.store.telemetry import DEVICE_READING
@@ -55,6 +56,7 @@ class JobRef:
     epoch: int
     reason: str
     pending_reasons: dict[str, Any]
+    revision: int = 0  # of its active placement (0: none)
 
 
 @dataclass
@@ -70,16 +72,20 @@ class Read:
 
 class CompiledCache:
     """What never changes for a job id (its compiled form and core tasks) and for a placement
-    (job id, epoch: its flavors and replicas), decoded once; forgotten once no read sees it."""
+    (job id, epoch, revision: its flavors, replicas and counts), decoded once; forgotten once
+    no read sees it."""
 
     def __init__(self) -> None:
         self._jobs: dict[uuid.UUID, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
-        self._placements: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        self._placements: dict[tuple[uuid.UUID, int, int], dict[str, Any]] = {}
         self._seen: set[uuid.UUID] = set()
         self.rotation = 0  # where the pending window continues next cycle
 
     async def load(
-        self, conn: AsyncConnection, job_ids: list[uuid.UUID], held: list[tuple[uuid.UUID, int]]
+        self,
+        conn: AsyncConnection,
+        job_ids: list[uuid.UUID],
+        held: list[tuple[uuid.UUID, int, int]],
     ) -> None:
         """Fetch and decode the compiled forms and placements not known yet."""
         self._seen.update(job_ids)
@@ -92,14 +98,19 @@ class CompiledCache:
         wanted = {h for h in held if h not in self._placements}
         if wanted:
             rows = await conn.execute(
-                sa.select(placements.c.job_id, placements.c.epoch, placements.c.assignment).where(
-                    placements.c.job_id.in_({job_id for job_id, _ in wanted}),
+                sa.select(
+                    placements.c.job_id,
+                    placements.c.epoch,
+                    placements.c.revision,
+                    placements.c.assignment,
+                ).where(
+                    placements.c.job_id.in_({job_id for job_id, _, _ in wanted}),
                     placements.c.state == "Active",
                 )
             )
-            for job_id, epoch, assignment in rows:
-                if (job_id, epoch) in wanted:
-                    self._placements[(job_id, epoch)] = assignment
+            for job_id, epoch, revision, assignment in rows:
+                if (job_id, epoch, revision) in wanted:
+                    self._placements[(job_id, epoch, revision)] = assignment
 
     @staticmethod
     def _decode(raw: Any) -> tuple[CompiledJob, tuple[Task, ...]] | str:
@@ -119,13 +130,18 @@ class CompiledCache:
         return found
 
     def placement(
-        self, job_id: uuid.UUID, epoch: int, job: Job
-    ) -> tuple[tuple[str, ...], tuple[ReplicaPlacement, ...]]:
-        """Flavor per task and known replicas of the job's placement at `epoch`."""
-        assignment = self._placements.get((job_id, epoch), {})
+        self, job_id: uuid.UUID, epoch: int, revision: int, job: Job
+    ) -> tuple[Job, tuple[str, ...], tuple[ReplicaPlacement, ...]]:
+        """The job holding its placement's replica counts, flavor per task and known
+        replicas of the job's placement at `epoch` and `revision`."""
+        assignment = self._placements.get((job_id, epoch, revision), {})
         flavors = assignment.get("flavors", {})
         index = {t.name: i for i, t in enumerate(job.tasks)}
+        for name, count in held_replicas(assignment).items():
+            if name in index:
+                job = job.with_replicas(index[name], count)
         return (
+            job,
             tuple(flavors.get(t.name) or "" for t in job.tasks),
             tuple(
                 ReplicaPlacement(index[h["task"]], h["node"], tuple(h["devices"]))
@@ -314,6 +330,37 @@ async def _pending_rows(
     return rows[:HEAD] + list(unique.values())
 
 
+async def _not_reported(
+    conn: AsyncConnection, counted: dict[tuple[uuid.UUID, int], Placement]
+) -> list[Placement]:
+    """What running elastic placements hold that their clusters do not report yet: the known
+    replicas (the placement's, a resize's included) whose pods were not reported past
+    Pending, as reservations, like a placement not running yet; once reported running, the
+    cluster's inventory counts their devices."""
+    if not counted:
+        return []
+    r = replica_status.c
+    rows = await conn.execute(
+        sa.select(r.job_id, r.epoch, r.task, r.replica).where(
+            sa.tuple_(r.job_id, r.epoch).in_(list(counted)),
+            r.phase.not_in(("Pending", "Unknown")),
+        )
+    )
+    reported = {(row.job_id, row.epoch, row.task, row.replica) for row in rows}
+    out = []
+    for (job_id, epoch), placement in counted.items():
+        numbered: Counter[int] = Counter()  # a task's k-th known replica is its replica k
+        waiting = []
+        for replica in placement.replicas:
+            task = placement.job.tasks[replica.task].name
+            if (job_id, epoch, task, numbered[replica.task]) not in reported:
+                waiting.append(replica)
+            numbered[replica.task] += 1
+        if waiting:
+            out.append(replace(placement, replicas=tuple(waiting)))
+    return out
+
+
 async def read(
     conn: AsyncConnection,
     catalog: Catalog,
@@ -353,7 +400,7 @@ async def read(
     )
     held_rows = (
         await conn.execute(
-            base.add_columns(placements.c.created_at.label("placed_at"))
+            base.add_columns(placements.c.created_at.label("placed_at"), placements.c.revision)
             .join(
                 placements,
                 sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
@@ -362,7 +409,9 @@ async def read(
         )
     ).all()
     pending_rows = await _pending_rows(conn, base, cache)
-    await cache.load(conn, [r.id for r in held_rows], [(r.id, r.epoch) for r in held_rows])
+    await cache.load(
+        conn, [r.id for r in held_rows], [(r.id, r.epoch, r.revision) for r in held_rows]
+    )
     await cache.load(conn, [r.id for r in pending_rows], [])
     result = Read(Snapshot(), [], {}, cluster_ids)
     avoided = await _gang_failures(conn, cluster_names)
@@ -381,7 +430,13 @@ async def read(
             avoided_clusters=avoided.get(row.id, frozenset()),
         )
         result.refs[facts.id] = JobRef(
-            row.id, row.version, row.state, row.epoch, row.reason, row.pending_reasons
+            row.id,
+            row.version,
+            row.state,
+            row.epoch,
+            row.reason,
+            row.pending_reasons,
+            getattr(row, "revision", 0),
         )
         try:
             compiled, tasks = cache.get(row.id)
@@ -392,12 +447,13 @@ async def read(
 
     placed: list[Placement] = []
     reservations: list[Placement] = []
+    elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
     preempting: set[str] = set()
     for row in held_rows:
         job = model(row)
         if job is None:
             continue
-        flavors, replicas = cache.placement(row.id, row.epoch, job)
+        job, flavors, replicas = cache.placement(row.id, row.epoch, row.revision, job)
         placement = Placement(
             job=job,
             cluster=cluster_names.get(row.cluster_id, ""),
@@ -408,8 +464,11 @@ async def read(
         placed.append(placement)
         if row.state in UNCOUNTED_STATES:
             reservations.append(placement)
+        elif job.elastic:
+            elastic[(row.id, row.epoch)] = placement
         if row.state == "Preempting":
             preempting.add(job.id)
+    reservations += await _not_reported(conn, elastic)
     result.pending = [j for j in (model(r) for r in pending_rows) if j is not None]
     cache.prune()
     result.snapshot = Snapshot(

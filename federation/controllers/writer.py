@@ -20,11 +20,17 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.controllers.snapshot import Read
 from federation.errors import Conflict, IllegalTransition
-from federation.scheduling.decisions import CycleResult, Placed, Preempted
+from federation.scheduling.decisions import CycleResult, Placed, Preempted, Resized
 from federation.scheduling.model import Placement
 from federation.scheduling.status import Status
 from federation.store.events import add_event
-from federation.store.lifecycle import NewPlacement, move_job, place_jobs, release_placements
+from federation.store.lifecycle import (
+    NewPlacement,
+    move_job,
+    place_jobs,
+    release_placements,
+    resize_placement,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,7 @@ class Written:
     preempted: int = 0
     pending_updated: int = 0
     rejected: int = 0
+    resized: int = 0
     skipped: int = 0
     placements: list[Placement] = field(default_factory=list)  # the written ones
 
@@ -48,11 +55,9 @@ def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
     }
 
 
-def _placement(read: Read, decision: Placed) -> NewPlacement:
-    p = decision.placement
-    ref = read.refs[p.job.id]
-    flavors = {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)}
-    # each task's replicas count from 0: the agent looks a hint up by task and replica
+def _hints(p: Placement) -> list[dict[str, Any]]:
+    """The hub's plan per replica (task, replica, node, devices); each task's replicas count
+    from 0: the agent looks a hint up by task and replica."""
     numbered: Counter[int] = Counter()
     hints: list[dict[str, Any]] = []
     for r in p.replicas:
@@ -61,6 +66,14 @@ def _placement(read: Read, decision: Placed) -> NewPlacement:
             {"task": name, "replica": numbered[r.task], "node": r.node, "devices": list(r.devices)}
         )
         numbered[r.task] += 1
+    return hints
+
+
+def _placement(read: Read, decision: Placed) -> NewPlacement:
+    p = decision.placement
+    ref = read.refs[p.job.id]
+    flavors = {t.name: (p.flavors[i] or None) for i, t in enumerate(p.job.tasks)}
+    hints = _hints(p)
     return NewPlacement(
         job_id=ref.id,
         version=ref.version,
@@ -114,6 +127,29 @@ async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: 
     )
 
 
+async def _resize(conn: AsyncConnection, read: Read, resized: Resized) -> bool:
+    """Write an elastic job's new replica counts to its placement, with a `Resized` event."""
+    p = resized.placement
+    ref = read.refs[p.job.id]
+    counts = {t.name: t.replicas for t in p.job.tasks if t.elastic is not None}
+    done = await resize_placement(conn, ref.id, ref.epoch, ref.revision, counts, _hints(p))
+    if done:
+        await add_event(
+            conn,
+            kind="Job",
+            reason="Resized",
+            message=resized.message,
+            job_id=ref.id,
+            data={
+                "cluster": p.cluster,
+                "replicas": {t: new for t, (_, new) in resized.counts.items()},
+                "before": {t: old for t, (old, _) in resized.counts.items()},
+                "why": resized.reason,
+            },
+        )
+    return done
+
+
 async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Written:
     """Persist `result` (decided on `read`) in the caller's transaction."""
     out = Written()
@@ -136,6 +172,8 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
     out.placements = [p for p in placed if read.refs[p.job.id].id in done]
     for preempted in result.preempted:
         out.preempted += await guarded(preempted.preemptor.id, _preempt(conn, read, preempted, out))
+    for resized in [*(r for p in result.preempted for r in p.shrunk), *result.grown]:
+        out.resized += await _resize(conn, read, resized)
     for rejected in result.rejected:
         ref = read.refs[rejected.job.id]
         out.rejected += await guarded(

@@ -13,7 +13,8 @@ jobs backfill around (`backfill.py`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Callable, Sequence
 
 from federation.scheduling.backfill import Backfill
 from federation.scheduling.decisions import (
@@ -25,6 +26,7 @@ from federation.scheduling.decisions import (
     Reserved,
     unresolvable_everywhere,
 )
+from federation.scheduling.elastic import grow
 from federation.scheduling.flavors import FlavorAssigner, Verdict, assignments
 from federation.scheduling.framework import Candidate, JobContext, Registry, SchedulerConfig
 from federation.scheduling.model import Job, Placement, Snapshot
@@ -81,13 +83,43 @@ class _Cycle:
         )
         for job in order:
             self._decide(job)
+        shrunk = frozenset(r.before.job.id for p in self.preempted for r in p.shrunk)
+        grown = grow(self.state, self.config, self.fits, self._waited_for(), shrunk)
         return CycleResult(
             tuple(self.placed),
             tuple(self.preempted),
             tuple(self.pending),
             tuple(self.rejected),
             tuple(self.reserved),
+            tuple(grown),
         )
+
+    def _waited_for(self) -> Callable[[Job, str], bool]:
+        """Whether a job of equal or higher priority than an elastic job waits for what it
+        would grow into on a cluster: capacity there, or its quota pool anywhere."""
+        ledger = self.state.quota
+        capacity: dict[str, float] = {}  # cluster -> top priority capacity stops there
+        quota: dict[tuple[str, str], float] = {}  # quota pool -> top priority it stops
+        for pending in self.pending:
+            priority = pending.job.priority
+            for cluster, status in pending.reasons.items():
+                if status.code is not Code.UNSCHEDULABLE or status.plugin in self.cluster_filters:
+                    continue
+                if status.plugin == "quota":
+                    pool = ledger.pool(pending.job.queue)
+                    quota[pool] = max(quota.get(pool, -math.inf), priority)
+                else:
+                    capacity[cluster] = max(capacity.get(cluster, -math.inf), priority)
+        for preempted in self.preempted:
+            cluster = preempted.reservation.cluster
+            capacity[cluster] = max(capacity.get(cluster, -math.inf), preempted.preemptor.priority)
+
+        def waited_for(job: Job, cluster: str) -> bool:
+            return job.priority <= max(
+                capacity.get(cluster, -math.inf), quota.get(ledger.pool(job.queue), -math.inf)
+            )
+
+        return waited_for
 
     def _aged_priority(self, job: Job) -> int:
         aging = self.config.priority_aging_s
@@ -128,7 +160,13 @@ class _Cycle:
             preemption.verdict.assignment,
             estimate.replicas if estimate is not None else (),
         )
-        self.preempted.append(Preempted(job, preemption.victims, reservation, preemption.reason))
+        if preemption.shrunk:  # what they give back is the preemptor's from now on
+            for resized in preemption.shrunk:
+                state.resize(resized.before, resized.placement)
+            state.hold(reservation)
+        self.preempted.append(
+            Preempted(job, preemption.victims, reservation, preemption.reason, preemption.shrunk)
+        )
 
     def _fit(self, ctx: JobContext) -> dict[str, Verdict] | None:
         """Place the job on the best cluster it fits (None), else every cluster's verdict. A
@@ -207,6 +245,10 @@ class _Cycle:
         for task in job.tasks:
             if task.replicas < 1:
                 return f"task {task.name}: replicas must be >= 1"
+            if task.elastic is not None and not (
+                1 <= task.elastic.min <= task.replicas <= task.elastic.max
+            ):
+                return f"task {task.name}: replicas must be within its elastic bounds"
             if task.accelerators is not None and not task.accelerators.options:
                 return f"task {task.name}: no accelerator flavor to choose from"
         return ""

@@ -26,14 +26,41 @@ class Placed:
 
 
 @dataclass(frozen=True, slots=True)
+class Resized:
+    """A placed elastic job's new replica counts: `placement` replaces `before` (same epoch;
+    replicas leave highest index first, joining ones come with their estimated place)."""
+
+    before: Placement
+    placement: Placement
+    reason: str
+
+    @property
+    def counts(self) -> dict[str, tuple[int, int]]:
+        """Per task whose count changed: (held before, held now)."""
+        return {
+            old.name: (old.replicas, new.replicas)
+            for old, new in zip(self.before.job.tasks, self.placement.job.tasks, strict=True)
+            if old.replicas != new.replicas
+        }
+
+    @property
+    def message(self) -> str:
+        """The change and its reason in words."""
+        changes = ", ".join(f"{t} {a} -> {b}" for t, (a, b) in self.counts.items())
+        return f"{changes} replicas: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
 class Preempted:
-    """Victims evicted so that `preemptor` fits; `reservation` holds the freed capacity for it
-    (the shell passes it back as a snapshot reservation until the preemptor is placed)."""
+    """Victims evicted and elastic jobs shrunk (`shrunk`) so that `preemptor` fits;
+    `reservation` holds the freed capacity for it (the shell passes it back as a snapshot
+    reservation until the preemptor is placed)."""
 
     preemptor: Job
     victims: tuple[Placement, ...]
     reservation: Placement
     reason: str
+    shrunk: tuple[Resized, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +116,7 @@ class CycleResult:
     pending: tuple[Pending, ...] = ()
     rejected: tuple[Rejected, ...] = ()
     reserved: tuple[Reserved, ...] = ()  # of jobs in `pending`
+    grown: tuple[Resized, ...] = ()  # elastic jobs grown into capacity nothing waits for
 
     def pending_reason(self, job_id: str, cluster: str) -> Status | None:
         """The status that kept `job_id` out of `cluster`, if it is pending."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from federation.scheduling.devices import WHOLE, DeviceRequest, NodeDevices
@@ -125,8 +125,17 @@ Assignment = tuple[FlavorOption | None, ...]  # the option each task runs with (
 
 
 @dataclass(frozen=True, slots=True)
+class Elastic:
+    """An elastic task's bounds: it starts with `min` replicas (a gang of them) and may hold
+    any count up to `max`; `Task.replicas` is the count it starts with or holds."""
+
+    min: int
+    max: int
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
-    """A set of identical replicas (pods) of a job."""
+    """A set of identical replicas (pods) of a job (`elastic`: their count may change)."""
 
     name: str
     replicas: int = 1
@@ -136,6 +145,17 @@ class Task:
     # without accelerators: may its replicas use nodes that carry accelerators? (off: they
     # stay on CPU nodes, as the agent's node affinity keeps their pods)
     accelerator_nodes: bool = False
+    elastic: Elastic | None = None
+
+    @property
+    def floor(self) -> int:
+        """The fewest replicas the task runs with."""
+        return self.elastic.min if self.elastic is not None else self.replicas
+
+    @property
+    def ceiling(self) -> int:
+        """The most replicas the task may hold."""
+        return self.elastic.max if self.elastic is not None else self.replicas
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +199,17 @@ class Job:
         if self.since_checkpoint_s is not None:
             lost = min(lost, max(self.since_checkpoint_s, 0.0))
         return lost
+
+    @property
+    def elastic(self) -> bool:
+        """Whether some task's replica count may change."""
+        return any(t.elastic is not None for t in self.tasks)
+
+    def with_replicas(self, task: int, replicas: int) -> Job:
+        """This job with task `task` holding `replicas` replicas."""
+        tasks = list(self.tasks)
+        tasks[task] = replace(tasks[task], replicas=replicas)
+        return replace(self, tasks=tuple(tasks))
 
     def ends_at(self, now: float) -> float:
         """When the job is expected to end at the latest, if it started `runtime_s` before
@@ -226,6 +257,50 @@ class Placement:
         if accelerators is None or not self.flavors[task]:
             return None
         return accelerators.option_for(self.flavors[task])
+
+    def resized(
+        self, task: int, replicas: int, added: tuple[ReplicaPlacement, ...] = ()
+    ) -> Placement:
+        """This placement with task `task` holding `replicas` replicas: the highest indices
+        leave first; `added` are the known places of the replicas it gains."""
+        kept: list[ReplicaPlacement] = []
+        seen = 0
+        for r in self.replicas:
+            if r.task == task:
+                seen += 1
+                if seen > replicas:
+                    continue
+            kept.append(r)
+        kept.extend(added)
+        kept.sort(key=lambda r: r.task)  # stable: each task's replicas keep their order
+        return Placement(
+            self.job.with_replicas(task, replicas),
+            self.cluster,
+            self.flavors,
+            tuple(kept),
+            self.epoch,
+        )
+
+    def beyond(self, other: Placement) -> tuple[ReplicaPlacement, ...]:
+        """The known replicas of this placement past the count `other` holds of their task
+        (what a resize from this placement to `other` removes)."""
+        counts = [0] * len(self.job.tasks)
+        out = []
+        for r in self.replicas:
+            counts[r.task] += 1
+            if counts[r.task] > other.job.tasks[r.task].replicas:
+                out.append(r)
+        return tuple(out)
+
+    def replica(self, task: int, index: int) -> ReplicaPlacement | None:
+        """Where replica `index` of task `task` is known to sit, if it is."""
+        found = [r for r in self.replicas if r.task == task]
+        return found[index] if index < len(found) else None
+
+    def devices_per_replica(self, task: int) -> float:
+        """Devices one replica of task `task` holds (shares count their part), else 0."""
+        option = self.option(task)
+        return option.milli_devices / WHOLE if option is not None else 0.0
 
     @property
     def lost_work(self) -> float:

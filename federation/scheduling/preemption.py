@@ -21,18 +21,24 @@ non-increasing priority order, so what they could evict only shrinks.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import math
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
+from federation.scheduling.decisions import Resized
 from federation.scheduling.devices import WHOLE
+from federation.scheduling.elastic import at_floor, given_back, one_back, surplus_devices
 from federation.scheduling.flavors import FitCheck, Verdict
 from federation.scheduling.framework import JobContext
-from federation.scheduling.model import Placement
+from federation.scheduling.model import Placement, ReplicaPlacement
 from federation.scheduling.quota import QuotaLedger
 from federation.scheduling.room import Room
 from federation.scheduling.state import ClusterState, Usage
 
-Cost = tuple[int, float, int, int]  # top victim priority, work lost, victims, cluster order
+# top evicted priority (NO_EVICTION: none), work lost, victims, devices elastic jobs give back,
+# cluster order: any set that only shrinks elastic jobs costs less than one that evicts
+Cost = tuple[float, float, int, float, int]
+NO_EVICTION = -math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +49,24 @@ class Preemption:
     victims: tuple[Placement, ...]
     verdict: Verdict
     cost: Cost
+    shrunk: tuple[Resized, ...] = ()
 
     @property
     def reason(self) -> str:
-        """Why these victims, in numbers."""
-        top, lost, count, _ = self.cost
-        return (
-            f"{self.cluster}: evicting {count} job(s) of priority <= {top} "
-            f"({lost:.0f} device-seconds of work lost since their checkpoints) lets the job fit"
-        )
+        """Why these victims and shrinks, in numbers."""
+        top, lost, count, back, _ = self.cost
+        parts = []
+        if self.shrunk:
+            parts.append(
+                f"shrinking {len(self.shrunk)} elastic job(s) towards their minimum "
+                f"({back:g} device(s) given back)"
+            )
+        if count:
+            parts.append(
+                f"evicting {count} job(s) of priority <= {top:g} ({lost:.0f} device-seconds "
+                "of work lost since their checkpoints)"
+            )
+        return f"{self.cluster}: {' and '.join(parts)} lets the job fit"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +105,18 @@ def find_preemption(
         if remember and key in state.memo:
             continue
         pool = _candidate_groups(ctx, cluster, scope)
-        if pool.groups:
-            searchable.append(((*pool.bound, cluster.order), cluster, pool, key))
+        shrinkable = _shrinkable(ctx, cluster, scope)
+        if pool.groups or shrinkable:
+            bound = (NO_EVICTION, 0.0, 0, 0.0) if shrinkable else (*pool.bound, 0.0)
+            searchable.append(((*bound, cluster.order), cluster, pool, shrinkable, key))
     searchable.sort(key=lambda entry: entry[0])
     best: Preemption | None = None
     offers = 0
     limit = ctx.config.preemption_compare
-    for bound, cluster, pool, key in searchable:
+    for bound, cluster, pool, shrinkable, key in searchable:
         if best is not None and bound >= best.cost:
             break
-        found = _search(ctx, cluster, fits, pool)
+        found = _search(ctx, cluster, fits, pool, shrinkable)
         if found is None:
             if remember:
                 state.memo[key] = None
@@ -162,16 +179,39 @@ def candidates(ctx: JobContext, cluster: ClusterState, scope: Scope) -> list[Pla
     return pool
 
 
+def _shrinkable(ctx: JobContext, cluster: ClusterState, scope: Scope) -> list[Placement]:
+    """Elastic jobs that may give back replicas above their minimum for the preemptor,
+    cheapest first: of its priority or lower (their surplus grew into capacity nobody of
+    that priority waited for; preemptible or not, the minimum stays), freeing a flavor it may
+    use in `cluster` or quota it needs."""
+    job, state = ctx.job, ctx.state
+    found = [
+        p
+        for p in state.elastic.values()
+        if p.job.priority <= job.priority
+        and p.job.id != job.id
+        and p.job.id not in state.preempting
+        and p.job.id not in state.pinned
+        and p.job.id not in state.fresh
+        and any(t.replicas > t.floor for t in p.job.tasks)
+        and (
+            (
+                p.cluster == cluster.name
+                and (scope.any_node or any(f in scope.flavors for f in p.flavors))
+            )
+            or (scope.quota_blocked and _same_quota(state.quota, job.queue, p.job.queue))
+        )
+    ]
+    found.sort(key=lambda p: (p.job.priority, surplus_devices(p), p.job.id))
+    return found
+
+
 def _victim_cost(p: Placement) -> tuple[int, float, str]:
     return (p.job.priority, p.lost_work, p.job.id)
 
 
 def _same_quota(ledger: QuotaLedger, queue: str, other: str) -> bool:
-    if queue == other:
-        return True
-    cohort = ledger.queues[queue].cohort
-    other_queue = ledger.queues.get(other)
-    return bool(cohort) and other_queue is not None and other_queue.cohort == cohort
+    return ledger.pool(queue) == ledger.pool(other)
 
 
 def _reclaims(ctx: JobContext, victim_queue: str) -> bool:
@@ -218,22 +258,32 @@ def _candidate_groups(ctx: JobContext, cluster: ClusterState, scope: Scope) -> _
 
 
 def _search(
-    ctx: JobContext, cluster: ClusterState, fits: FitCheck, pool: _Pool
+    ctx: JobContext,
+    cluster: ClusterState,
+    fits: FitCheck,
+    pool: _Pool,
+    shrinkable: list[Placement],
 ) -> Preemption | None:
-    """The victim set for `cluster`, or None when no set of candidates makes the job fit."""
+    """The cheapest way to make the job fit `cluster`: shrink elastic jobs to their minimum
+    first, evict candidates node by node only if that is not enough; then put back each victim
+    and each replica given back, most expensive first, that the job can do without. None when
+    nothing makes it fit."""
     state = ctx.state
-    bound = ("could fit", pool.key, ctx.shape, tuple(ctx.key(a) for a in ctx.assignments))
+    shrinks = tuple((p.job.id, tuple(t.replicas for t in p.job.tasks)) for p in shrinkable)
+    bound = ("could fit", pool.key, shrinks, ctx.shape, tuple(ctx.key(a) for a in ctx.assignments))
     could: bool | None = cluster.fit_cache.get(bound)
     if could is None:
-        could = cluster.fit_cache[bound] = _could_fit(ctx, cluster, pool.groups)
+        could = cluster.fit_cache[bound] = _could_fit(ctx, cluster, pool.groups, shrinkable)
     if not could:
         return None
     with state.trial():
+        for original in shrinkable:
+            state.resize(original, at_floor(original))
+        fitted = bool(shrinkable) and fits(ctx, cluster).status.ok
         freed: list[tuple[Placement, list[Usage]]] = []
-        fitted = False
-        for group in pool.groups:
+        for group in () if fitted else pool.groups:
             victims = [
-                v
+                state.placements[v.job.id]  # as it is now: it may have been shrunk
                 for v in group.victims
                 if v.job.id not in state.preempting and v.job.id not in state.pinned
             ]
@@ -253,17 +303,45 @@ def _search(
                     back.keep()
                     continue
             needed.append(victim)
+        evicted = {v.job.id for v in needed}
+        kept = [p for p in shrinkable if p.job.id not in evicted]
+        for original in reversed(kept):
+            _give_back_unneeded(ctx, cluster, fits, original)
         verdict = fits(ctx, cluster)
-    if not needed:
+        reason = f"gave back replicas for job {ctx.job.id} (priority {ctx.job.priority})"
+        resized = tuple(
+            r for r in (Resized(p, state.placements[p.job.id], reason) for p in kept) if r.counts
+        )
+    if not needed and not resized:
         return None
-    needed.reverse()
+    originals = {p.job.id: p for p in shrinkable}
+    chosen = tuple(originals.get(v.job.id, v) for v in reversed(needed))
     cost = (
-        max(v.job.priority for v in needed),
-        sum(v.lost_work for v in needed),
-        len(needed),
+        max((v.job.priority for v in chosen), default=NO_EVICTION),
+        sum(v.lost_work for v in chosen),
+        len(chosen),
+        sum(given_back(r.before, r.placement) for r in resized),
         cluster.order,
     )
-    return Preemption(cluster.name, tuple(needed), verdict, cost)
+    return Preemption(cluster.name, chosen, verdict, cost, resized)
+
+
+def _give_back_unneeded(
+    ctx: JobContext, cluster: ClusterState, fits: FitCheck, original: Placement
+) -> None:
+    """Give a shrunk job its replicas back, one at a time, while the preemptor still fits."""
+    state = ctx.state
+    while True:
+        current = state.placements[original.job.id]
+        bigger = one_back(current, original)
+        if bigger is None:
+            return
+        with state.trial() as back:
+            state.resize(current, bigger)
+            if fits(ctx, cluster).status.ok:
+                back.keep()
+                continue
+        return
 
 
 @dataclass(slots=True)
@@ -337,20 +415,26 @@ def _frees_a_replica(ctx: JobContext, cluster: ClusterState, group: _Group) -> b
     return any(room.copy().fill(task, option, 1, prefer) for task, option in options)
 
 
-def _could_fit(ctx: JobContext, cluster: ClusterState, groups: list[_Group]) -> bool:
+def _could_fit(
+    ctx: JobContext, cluster: ClusterState, groups: list[_Group], shrinkable: list[Placement]
+) -> bool:
     """A necessary condition from summaries: for some assignment, every task's replicas could
-    fit if each node gave its free devices plus every device candidates hold on it."""
+    fit if each node gave its free devices plus every device candidates hold on it and every
+    device elastic jobs hold above their minimum."""
     held: dict[str, dict[int, int]] = {}  # flavor -> node -> devices candidates hold there
-    for group in groups:
-        for victim in group.victims:
-            if victim.cluster != cluster.name:
-                continue
-            for replica in victim.replicas:
-                node = cluster.node_index.get(replica.node)
-                flavor = victim.flavors[replica.task]
-                if node is not None and flavor:
-                    per_node = held.setdefault(flavor, {})
-                    per_node[node] = per_node.get(node, 0) + max(len(replica.devices), 1)
+    freeable: Iterable[tuple[Placement, Iterable[ReplicaPlacement]]] = [
+        *((v, v.replicas) for g in groups for v in g.victims),
+        *((p, p.beyond(at_floor(p))) for p in shrinkable),
+    ]
+    for placement, replicas in freeable:
+        if placement.cluster != cluster.name:
+            continue
+        for replica in replicas:
+            node = cluster.node_index.get(replica.node)
+            flavor = placement.flavors[replica.task]
+            if node is not None and flavor:
+                per_node = held.setdefault(flavor, {})
+                per_node[node] = per_node.get(node, 0) + max(len(replica.devices), 1)
     capacity: dict[tuple[str, int], int] = {}
 
     def replicas_possible(flavor: str, count: int) -> int:

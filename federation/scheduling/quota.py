@@ -129,6 +129,11 @@ class QuotaLedger:
             used.get(r, 0) + a <= q.quota[r].nominal for r, a in amounts.items() if r in q.quota
         )
 
+    def pool(self, queue: str) -> tuple[str, str]:
+        """Whose quota the queue draws on: its cohort's, else its own."""
+        q = self.queues.get(queue)
+        return ("cohort", q.cohort) if q is not None and q.cohort else ("queue", queue)
+
     def dominant_share(self, queue: str) -> float:
         """The queue's largest share of any governed resource of its cohort (or of its own
         nominal without a cohort), divided by its weight; lower is served first."""

@@ -17,13 +17,19 @@ from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from federation.scheduling.devices import WHOLE, DeviceConflict, DeviceRequest, NodeDevices
 from federation.scheduling.devices import allocate as allocate_devices
 from federation.scheduling.devices import release as release_devices
-from federation.scheduling.model import Cluster, FlavorOption, Node, Placement, Snapshot
+from federation.scheduling.model import (
+    Cluster,
+    FlavorOption,
+    Node,
+    Placement,
+    Snapshot,
+)
 from federation.scheduling.quota import QuotaLedger, demand
 
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -350,6 +356,7 @@ class State:
         self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
         self.by_queue: dict[str, dict[str, Placement]] = {}
         self.by_flavor: dict[tuple[str, str], dict[str, Placement]] = {}  # (cluster, flavor)
+        self.elastic: dict[str, Placement] = {}  # placements whose replica counts may change
         # per cluster: how many preemptible placements there are of each priority
         self.preemptible: dict[str, dict[int, int]] = {name: {} for name in self.clusters}
         self.preempting: set[str] = set(snapshot.preempting)
@@ -437,6 +444,26 @@ class State:
 
         self._log(undo)
 
+    def resize(self, before: Placement, after: Placement) -> None:
+        """Replace a placement by the same job holding other replica counts
+        (`Placement.resized`): quota follows the replicas held, replicas that leave free what
+        they hold on their nodes and replicas that join take theirs."""
+        cluster = self.clusters[before.cluster]
+        given = self._free(replace(before, replicas=before.beyond(after)))
+        taken = self._take_all(
+            cluster, cluster.usages(replace(after, replicas=after.beyond(before)))
+        )
+        self._account(before, -1)
+        self._account(after, 1)
+
+        def undo() -> None:
+            self._account(after, -1)
+            self._account(before, 1)
+            self._give_all(cluster, taken)
+            self._take_all(cluster, given)
+
+        self._log(undo)
+
     def _free(self, placement: Placement) -> list[Usage]:
         cluster = self.clusters[placement.cluster]
         given = []
@@ -519,6 +546,8 @@ class State:
             self.placements[job.id] = placement
             self.by_cluster.setdefault(cluster, {})[job.id] = placement
             self.by_queue.setdefault(job.queue, {})[job.id] = placement
+            if job.elastic:
+                self.elastic[job.id] = placement
             for flavor in placement.flavors:
                 if flavor:
                     self.by_flavor.setdefault((cluster, flavor), {})[job.id] = placement
@@ -549,6 +578,8 @@ class State:
             for flavor in set(placement.flavors)
             if flavor
         ]
+        if job.elastic:
+            indexes.append(self.elastic)
         for index in indexes:
             if sign > 0:
                 index[job.id] = placement

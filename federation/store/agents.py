@@ -17,7 +17,7 @@ from sqlalchemy.dialects.postgresql import ARRAY, UUID
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from federation.compiled import CompiledJob
+from federation.compiled import CompiledJob, held_replicas
 from federation.errors import Forbidden, NotFound
 from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
 from federation.spec import FailoverPolicy
@@ -214,7 +214,9 @@ async def assignments(
                 failover=compiled.failover or default_failover,
                 failure_policy=compiled.failure_policy,
                 grace_period_seconds=compiled.grace_period_seconds,
-                tasks=assigned_tasks(compiled, r.assignment.get("flavors", {})),
+                tasks=assigned_tasks(
+                    compiled, r.assignment.get("flavors", {}), held_replicas(r.assignment)
+                ),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
             )
         )

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from federation.compiled import CompiledJob, held_replicas
 from federation.errors import Conflict, FieldError, InvalidInput, NotFound
 from federation.store.lifecycle import (
     INSERT_QUEUED_JOBS,
@@ -25,7 +26,7 @@ from federation.store.lifecycle import (
 )
 from federation.store.listener import JOBS
 from federation.store.records import Event, Job
-from federation.store.tables import clusters, events, jobs, queues, tenants
+from federation.store.tables import clusters, events, jobs, placements, queues, tenants
 from federation.validation import INT64_MAX
 
 MAX_PAGE = 500
@@ -199,6 +200,48 @@ async def get(conn: AsyncConnection, job_id: uuid.UUID, tenant_id: uuid.UUID | N
     if row is None:
         raise NotFound("job", str(job_id))
     return _job(row)
+
+
+@dataclass(frozen=True)
+class ElasticSize:
+    """An elastic task's bounds and the replicas its active placement holds (None: none)."""
+
+    task: str
+    replicas: int | None
+    min_replicas: int
+    max_replicas: int
+
+
+async def elastic_sizes(conn: AsyncConnection, job_id: uuid.UUID, epoch: int) -> list[ElasticSize]:
+    """The elastic tasks of a job, with what its active placement at `epoch` holds."""
+    row = (
+        await conn.execute(
+            sa.select(jobs.c.compiled, placements.c.assignment)
+            .outerjoin(
+                placements,
+                sa.and_(
+                    placements.c.job_id == jobs.c.id,
+                    placements.c.epoch == epoch,
+                    placements.c.state == "Active",
+                ),
+            )
+            .where(jobs.c.id == job_id)
+        )
+    ).one_or_none()
+    if row is None or row.compiled is None:
+        return []
+    tasks = CompiledJob.model_validate(row.compiled).tasks
+    held = held_replicas(row.assignment) if row.assignment is not None else {}
+    return [
+        ElasticSize(
+            t.name,
+            held.get(t.name, t.replicas) if row.assignment is not None else None,
+            t.floor,
+            t.ceiling,
+        )
+        for t in tasks
+        if t.max_replicas is not None
+    ]
 
 
 def encode_cursor(seq: int) -> str:

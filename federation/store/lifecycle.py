@@ -22,7 +22,7 @@ from federation.errors import Conflict, IllegalTransition, NotFound
 from federation.store.events import NewEvent, add_event, add_events
 from federation.store.listener import PLACEMENTS, notify
 from federation.store.records import Job
-from federation.store.tables import clusters, jobs, placements
+from federation.store.tables import clusters, jobs, placements, replica_status
 
 JOB_TRANSITIONS: Mapping[str, frozenset[str]] = {
     "Queued": frozenset({"Placed", "Cancelled", "Failed"}),
@@ -290,6 +290,49 @@ async def release_placements(conn: AsyncConnection, *job_ids: uuid.UUID) -> None
     )
     for cluster_id in {r.cluster_id for r in released}:
         await notify(conn, PLACEMENTS, str(cluster_id))
+
+
+async def resize_placement(
+    conn: AsyncConnection,
+    job_id: uuid.UUID,
+    epoch: int,
+    revision: int,
+    replicas: Mapping[str, int],
+    hints: list[dict[str, Any]],
+) -> bool:
+    """Give an elastic job's active placement other replica counts per task (`replicas`) and
+    replica hints, with a new revision so its agent adds or removes pods, and forget the
+    reported status of the replicas it no longer holds (removed, not failed); False when the
+    placement changed since it was read at `revision` (released, resized)."""
+    changed = await conn.execute(
+        sa.update(placements)
+        .where(
+            placements.c.job_id == job_id,
+            placements.c.epoch == epoch,
+            placements.c.revision == revision,
+            placements.c.state == "Active",
+        )
+        .values(
+            assignment=placements.c.assignment.op("||")(
+                sa.cast({"replicas": dict(replicas), "hints": hints}, JSONB)
+            ),
+            revision=sa.func.nextval("placement_revision_seq"),
+        )
+        .returning(placements.c.cluster_id)
+    )
+    row = changed.first()
+    if row is None:
+        return False
+    r = replica_status.c
+    await conn.execute(
+        sa.delete(replica_status).where(
+            r.job_id == job_id,
+            r.epoch == epoch,
+            sa.or_(*(sa.and_(r.task == t, r.replica >= n) for t, n in replicas.items())),
+        )
+    )
+    await notify(conn, PLACEMENTS, str(row.cluster_id))
+    return True
 
 
 # --- clusters -----------------------------------------------------------------------------

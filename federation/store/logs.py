@@ -59,12 +59,12 @@ async def latest_placement(
 
 
 async def job_tasks(conn: AsyncConnection, job_id: uuid.UUID) -> dict[str, int]:
-    """The job's tasks in their order (the compiled job's, which owns it) with their replica
-    counts."""
+    """The job's tasks in their order (the compiled job's, which owns it) with the most
+    replicas each may hold (an elastic task's maximum: a replica it grew by has logs too)."""
     compiled = await conn.scalar(sa.select(jobs.c.compiled).where(jobs.c.id == job_id))
     if compiled is None:
         return {}
-    return {t.name: t.replicas for t in CompiledJob.model_validate(compiled).tasks}
+    return {t.name: t.ceiling for t in CompiledJob.model_validate(compiled).tasks}
 
 
 async def take(conn: AsyncConnection, cluster_id: uuid.UUID) -> list[LogRequest]:

@@ -3,7 +3,9 @@
 Written set-wise with a status report (`agents.apply_statuses`): one statement stores every
 replica of every placement the report names and returns what each row held before, so the
 events (a failure, a new reason) are computed here without a query per job. A row never goes
-back to an earlier attempt (a late report of one is ignored).
+back to an earlier attempt (a late report of one is ignored), and a replica an elastic resize
+removed from the placement (an agent's report that crossed the resize) is neither stored nor
+told: it did not fail, it was given back.
 """
 
 from __future__ import annotations
@@ -48,6 +50,11 @@ _RECORD = sa.text(
             n int, job_id uuid, epoch bigint, task text, replica int, attempt int, pod text,
             node text, phase text, exit_code int, reason text, restarts int, message text,
             last jsonb)
+        WHERE NOT EXISTS (
+            SELECT 1 FROM placements p
+            WHERE p.job_id = v.job_id AND p.epoch = v.epoch AND p.state = 'Active'
+              AND (p.assignment -> 'replicas' ->> v.task)::int <= v.replica
+        )
     ), old AS (
         SELECT r.job_id, r.epoch, r.task, r.replica, r.attempt, r.phase, r.reason
         FROM replica_status r JOIN v USING (job_id, epoch, task, replica)
@@ -178,13 +185,15 @@ async def record(conn: AsyncConnection, reported: Sequence[Reported]) -> list[Ne
     result = await conn.execute(
         _RECORD, {"rows": [_row(n, p.job_id, p.epoch, r) for n, (p, r) in enumerate(rows)]}
     )
-    before = {
-        row.n: _Before(row.attempt, row.phase, row.reason)
+    before = {  # of the replicas the placements hold: None when new
+        row.n: _Before(row.attempt, row.phase, row.reason) if row.attempt is not None else None
         for row in result
-        if row.attempt is not None
     }
     return [
-        e for n, (p, r) in enumerate(rows) for e in _events(p.job_id, p.epoch, r, before.get(n))
+        e
+        for n, (p, r) in enumerate(rows)
+        if n in before
+        for e in _events(p.job_id, p.epoch, r, before[n])
     ]
 
 

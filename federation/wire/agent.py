@@ -175,9 +175,17 @@ class AssignedTask(_Msg):
         return self.device.flavor if self.device is not None else None
 
 
-def assigned_tasks(compiled: CompiledJob, flavors: Mapping[str, str | None]) -> list[AssignedTask]:
-    """The compiled tasks of a job with the options of the flavors its placement chose."""
-    return [AssignedTask(task=t, device=t.option(flavors.get(t.name))) for t in compiled.tasks]
+def assigned_tasks(
+    compiled: CompiledJob,
+    flavors: Mapping[str, str | None],
+    replicas: Mapping[str, int] | None = None,
+) -> list[AssignedTask]:
+    """The compiled tasks of a job with the options of the flavors its placement chose and
+    the replica counts it holds (elastic tasks it resized)."""
+    return [
+        AssignedTask(task=t, device=t.option(flavors.get(t.name)))
+        for t in compiled.holding(replicas or {})
+    ]
 
 
 class Assignment(_Msg):
@@ -205,6 +213,21 @@ class Assignment(_Msg):
     def replicas(self) -> int:
         """Pods of this placement."""
         return sum(t.task.replicas for t in self.tasks)
+
+    @property
+    def fewest_replicas(self) -> int:
+        """Pods this placement runs with at the least (elastic tasks at their minimum)."""
+        return sum(t.task.floor for t in self.tasks)
+
+    @property
+    def most_replicas(self) -> int:
+        """Pods this placement may come to hold (elastic tasks at their maximum)."""
+        return sum(t.task.ceiling for t in self.tasks)
+
+    def holds(self, task: str, replica: int) -> bool:
+        """Whether replica `replica` of task `task` belongs to this placement now (a resize
+        removes the highest indexes)."""
+        return any(t.task.name == task and replica < t.task.replicas for t in self.tasks)
 
 
 class AssignmentBatch(_Msg):

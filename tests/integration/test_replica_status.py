@@ -25,8 +25,8 @@ from federation.store import agents, replicas
 from federation.store import jobs as job_store
 from federation.store.clusters import ensure_cluster
 from federation.store.database import Database
-from federation.store.lifecycle import NewPlacement, place_jobs
-from federation.store.tables import events, replica_status
+from federation.store.lifecycle import NewPlacement, place_jobs, resize_placement
+from federation.store.tables import events, placements, replica_status
 from federation.wire import annotations as ann
 from federation.wire.agent import Registration, ReplicaFailure, ReplicaStatus, StatusUpdate
 from tests.integration.conftest import ADMIN_TOKEN, serving, store_queue, stored_job
@@ -257,6 +257,22 @@ async def test_a_late_report_of_an_earlier_attempt_is_ignored(db: Database) -> N
         )
         stored, _ = await replicas.of_job(conn, job_id, 1)
     assert late == [] and stored[0].attempt == 2 and stored[0].phase == "Running"
+
+
+async def test_a_replica_a_resize_removed_is_neither_stored_nor_told_failed(db: Database) -> None:
+    _, (job_id,) = await _placed(db, 1)
+    async with db.transaction() as conn:
+        await replicas.record(
+            conn, [replicas.Reported(job_id, 1, [_status(r, 1, "Running") for r in range(3)])]
+        )
+        revision = await conn.scalar(
+            sa.select(placements.c.revision).where(placements.c.job_id == job_id)
+        )
+        assert await resize_placement(conn, job_id, 1, revision, {"w": 2}, [])
+        crossed = [_status(0, 1, "Running"), _status(2, 1, "Failed", reason="Error")]
+        told = await replicas.record(conn, [replicas.Reported(job_id, 1, crossed)])
+        stored, _ = await replicas.of_job(conn, job_id, 1)
+    assert told == [] and [r.replica for r in stored] == [0, 1]
 
 
 async def test_a_new_reason_is_told_once_and_an_image_pull_retry_is_one_reason(

@@ -7,11 +7,13 @@ of that pod are the same numbers.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from cluster_agents.agent.render import render
 from cluster_agents.backends.k8s_render import owner_reference, render_pod
@@ -21,7 +23,8 @@ from federation.compiled import CompiledJob, JobFacts, core_job, quota_charge
 from federation.compiler import CompileError, cpu_milli, memory_mib
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import COMPUTE, CPU, MEMORY
-from tests.compiled_jobs import assignment, compiled
+from federation.spec import JobManifest
+from tests.compiled_jobs import assignment, compiled, manifest
 
 CATALOG = load_catalog()
 ASCEND = "huawei/Ascend910B3"
@@ -248,3 +251,33 @@ def test_run_time_and_checkpoint_reach_the_core_job() -> None:
     assert job.lost_s == 30
     bare = core_job(compiled(CATALOG, [task]), facts)
     assert bare.max_runtime_s is None and bare.checkpoint_interval_s is None
+
+
+def test_an_elastic_task_starts_at_its_minimum_and_reaches_the_core_with_its_bounds() -> None:
+    task = {"name": "w", "image": "x", "minReplicas": 2, "maxReplicas": 6}
+    form = compiled(CATALOG, [task])
+    assert (form.tasks[0].replicas, form.tasks[0].max_replicas) == (2, 6)
+    assert CompiledJob.model_validate(form.model_dump(mode="json", by_alias=True)) == form
+    (core,) = core_job(form, JobFacts("j", "t/q", 0, True, 0.0)).tasks
+    assert (core.replicas, core.floor, core.ceiling) == (2, 2, 6)
+    (fixed,) = compiled(CATALOG, [{"name": "w", "image": "x", "replicas": 3}]).core_tasks()
+    assert fixed.elastic is None and (fixed.floor, fixed.ceiling) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("task", "spec", "says"),
+    [
+        ({"minReplicas": 2}, {}, "both minReplicas and maxReplicas"),
+        ({"maxReplicas": 2}, {}, "both minReplicas and maxReplicas"),
+        ({"minReplicas": 3, "maxReplicas": 2}, {}, "must not exceed maxReplicas"),
+        ({"replicas": 2, "minReplicas": 1, "maxReplicas": 4}, {}, "not both"),
+        ({"minReplicas": 1, "maxReplicas": 1025}, {}, "less than or equal to 1024"),
+        ({"minReplicas": 0, "maxReplicas": 2}, {}, "greater than or equal to 1"),
+        ({"minReplicas": 1, "maxReplicas": 2}, {"gang": False}, "remove `gang: false`"),
+    ],
+)
+def test_bad_elastic_bounds_are_refused(
+    task: dict[str, Any], spec: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(ValidationError, match=re.escape(says)):
+        JobManifest.model_validate(manifest([{"name": "w", "image": "x", **task}], **spec))

@@ -7,7 +7,8 @@ from typing import Any
 
 from cluster_agents.agent.render import render
 from federation.catalog import load_catalog
-from tests.compiled_jobs import assignment
+from federation.wire.agent import assigned_tasks
+from tests.compiled_jobs import assignment, compiled
 
 CATALOG = load_catalog()
 JOB = "0f5c2a8e-3b7d-4c1e-9a6f-2d8b4e7c1a90"
@@ -48,6 +49,27 @@ def test_ranks_count_every_replica_and_the_master_is_the_first_accelerator_task(
         assert (env["SUANPAN_JOB_ID"], env["SUANPAN_JOB_NAME"]) == (JOB, "llm")
         assert env["SUANPAN_REPLICA"] == pod.hostname.rsplit("-", 1)[1]
     assert pods[2].env["MS_WORKER_NUM"] == "24"
+
+
+def test_an_elastic_job_gets_torchruns_elastic_rendezvous_and_no_fixed_world() -> None:
+    train = {k: v for k, v in TRAIN.items() if k != "replicas"} | {
+        "minReplicas": 2,
+        "maxReplicas": 6,
+    }
+    flavors = {"prep": None, "train": "nvidia/H100-80GB"}
+    placed = assignment(CATALOG, [train, PREP], flavors, job=JOB, epoch=2, name="llm")
+    held = assigned_tasks(compiled(CATALOG, [train, PREP]), flavors, {"train": 3})
+    pods = render(placed.model_copy(update={"tasks": held}), "ns", CATALOG)
+    master = f"llm-train-0.{SERVICE}"
+    # the prep pod's rank stays 6 whatever the trainers grow or shrink to
+    assert [p.env["RANK"] for p in pods] == ["0", "1", "2", "6"]
+    for pod in pods:
+        env = pod.env
+        assert env["PET_NNODES"] == "3:7"  # every pod: the fixed prep and 2..6 trainers
+        assert (env["PET_RDZV_BACKEND"], env["PET_RDZV_ID"]) == ("c10d", JOB)
+        assert env["PET_RDZV_ENDPOINT"] == f"{master}:29400"
+        assert env["MASTER_ADDR"] == master
+        assert not {"WORLD_SIZE", "PET_NODE_RANK", "MS_WORKER_NUM"} & env.keys()
 
 
 def test_a_single_pod_has_no_service_and_rendezvous_on_itself() -> None:

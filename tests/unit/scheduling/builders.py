@@ -11,6 +11,7 @@ from federation.scheduling.model import (
     AcceleratorRequest,
     Cluster,
     Constraints,
+    Elastic,
     FlavorOption,
     Job,
     Node,
@@ -102,8 +103,10 @@ def job(
     checkpoint_interval_s: float | None = None,
     since_checkpoint_s: float | None = None,
     constraints: Constraints | None = None,
+    elastic: tuple[int, int] | None = None,
 ) -> Job:
-    """A one-task job asking `count` devices of any of `flavors` (none: CPU only)."""
+    """A one-task job asking `count` devices of any of `flavors` (none: CPU only); `elastic`:
+    its (min, max) replicas, starting with `replicas`."""
     options = tuple(
         FlavorOption(f, count=count, milli=milli, speed=SPEEDS.get(f, 1.0)) for f in flavors
     )
@@ -113,6 +116,7 @@ def job(
         cpu_milli=cpu,
         memory_mib=memory,
         accelerators=AcceleratorRequest(options) if options else None,
+        elastic=Elastic(*elastic) if elastic is not None else None,
     )
     return Job(
         id,
@@ -194,11 +198,20 @@ def _take(
 
 
 def advance(before: Snapshot, result: CycleResult) -> Snapshot:
-    """The next cycle's snapshot as a shell would build it: victims gone, placed jobs running
-    (their estimate taken as the real placement), preemptors' reservations held."""
+    """The next cycle's snapshot as a shell would build it: victims gone, elastic jobs resized,
+    placed jobs running (their estimate taken as the real placement), preemptors' reservations
+    held."""
     after = without(before, [v for p in result.preempted for v in p.victims])
     fleet = {c.name: c for c in after.clusters}
     placements = {p.job.id: p for p in after.placements}
+    resized = [*(r for p in result.preempted for r in p.shrunk), *result.grown]
+    for r in resized:
+        old, new = r.before, r.placement
+        fleet[old.cluster] = _account(
+            fleet[old.cluster], replace(old, replicas=old.beyond(new)), -1
+        )
+        fleet[new.cluster] = _account(fleet[new.cluster], replace(new, replicas=new.beyond(old)), 1)
+        placements[new.job.id] = new
     for placed in result.placed:
         p = placed.placement
         fleet[p.cluster] = _account(fleet[p.cluster], p, 1)

@@ -60,7 +60,7 @@ def test_the_chosen_victims_lose_no_more_work_than_any_set_offered(
     chosen = find_preemption(ctx, clusters, fits)
     if chosen is None:
         return
-    top, lost, count, _ = chosen.cost
+    top, lost, count, _, _ = chosen.cost
     assert lost == sum(v.lost_work for v in chosen.victims)
     assert top == max(v.job.priority for v in chosen.victims) and count == len(chosen.victims)
     for cluster in clusters:  # each cluster's own offer: never cheaper at the same priority

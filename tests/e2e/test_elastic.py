@@ -1,0 +1,131 @@
+"""An elastic job end to end on a real local cluster (issue 15's "done when" for part 1).
+
+The cluster is a real kube-apiserver, kube-scheduler calling `suanpan-extender`,
+kube-controller-manager and kwok nodes; the real `suanpan-agent` process runs over it and the
+real `suanpan-hub serve` on its own PostgreSQL. What runs is read from the apiserver: the
+elastic job grows into the idle accelerators of its node, gives back replicas (the highest
+first) when an urgent job arrives instead of being evicted, and grows back once it leaves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from functools import partial
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from bench.failover import Agents, Api, Hubs, clear_pods, hub_database, setup_tenancy
+from deploy.local.clusters import Environment
+from deploy.local.kube import wait_for
+from federation.store.embedded import EmbeddedPostgres
+from federation.wire import annotations as ann
+from tests.e2e.conftest import ExtendedClusters
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
+
+BEIJING = "dc-beijing"  # one node of 8 Ascend 910B3: room for 4 replicas of 2
+FLAVOR = "huawei/Ascend910B3"
+
+
+def manifest(name: str, count: int, **task: Any) -> dict[str, Any]:
+    """A job of one task whose replicas take `count` devices each (`task`: its sizes)."""
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "tenant": "bench"},
+        "spec": {
+            "queue": "default",
+            "priorityClass": "critical" if name == "urgent" else "normal",
+            "tasks": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {
+                        "cpu": "1",
+                        "memory": "1Gi",
+                        "accelerators": {"count": count, "anyOf": [{"flavor": FLAVOR}]},
+                    },
+                    **task,
+                }
+            ],
+        },
+    }
+
+
+async def running(env: Environment, job_id: str) -> list[int]:
+    """The replica indexes of the job's pods that run: Running and not being deleted."""
+    async with env.cluster(BEIJING).client() as client:
+        listed = await client.get(f"/api/v1/pods?labelSelector={ann.JOB_LABEL}%3D{job_id}")
+    return sorted(
+        int(p["metadata"]["labels"][ann.REPLICA_LABEL])
+        for p in listed["items"]
+        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+    )
+
+
+async def has(env: Environment, job_id: str, replicas: list[int]) -> bool:
+    return await running(env, job_id) == replicas
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def api(
+    extended_clusters: ExtendedClusters, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[Api]:
+    """A hub and Beijing's agent over the session's clusters."""
+    env = extended_clusters.env
+    workdir = tmp_path_factory.mktemp("elastic")
+    pg = EmbeddedPostgres(workdir / "pg")
+    url = await hub_database(pg)
+    (workdir / "hub.yaml").write_text("scheduling: {intervalSeconds: 0.2}\n")
+    hubs = Hubs(url, workdir, count=1, args=["--config", str(workdir / "hub.yaml")])
+    agents: Agents | None = None
+    try:
+        await hubs.start(hubs.ports[0])
+        calls = Api(hubs)
+        tokens = await setup_tenancy(calls, [BEIJING])
+        kubeconfig = env.cluster(BEIJING).kubeconfig
+        agents = Agents({BEIJING: hubs.urls}, tokens, workdir, {BEIJING: kubeconfig})
+        await agents.start(BEIJING)
+
+        async def ready() -> bool:
+            cluster = await calls.call("GET", f"/v1/clusters/{BEIJING}") or {}
+            return cluster.get("state") == "Ready"
+
+        await wait_for("Beijing Ready", ready, 90)
+        yield calls
+    finally:
+        if agents is not None:
+            await agents.close()
+        await hubs.close()
+        await pg.stop()
+        for cs in env.clusters:  # the session's other modules use these clusters
+            await clear_pods(cs)
+
+
+async def test_an_elastic_job_grows_shrinks_for_an_urgent_job_and_grows_back(
+    api: Api, extended_clusters: ExtendedClusters
+) -> None:
+    env = extended_clusters.env
+    elastic = await api.call(
+        "POST", "/v1/jobs", json=manifest("elastic", 2, minReplicas=1, maxReplicas=4)
+    )
+    job_id = elastic["id"]
+    await wait_for("grown into the idle devices", partial(has, env, job_id, [0, 1, 2, 3]), 90)
+    epoch = (await api.job(job_id))["epoch"]
+
+    urgent = await api.call("POST", "/v1/jobs", json=manifest("urgent", 4))
+    await wait_for("urgent running", partial(has, env, urgent["id"], [0]), 90)
+    assert await running(env, job_id) == [0, 1]  # gave back its highest replicas
+    job = await api.job(job_id)
+    assert (job["state"], job["epoch"]) == ("Running", epoch), job  # not evicted
+    assert job["elastic"] == [{"task": "main", "replicas": 2, "minReplicas": 1, "maxReplicas": 4}]
+
+    await api.cancel(urgent["id"])
+    await wait_for("grown back", partial(has, env, job_id, [0, 1, 2, 3]), 90)
+    events = await api.call("GET", f"/v1/jobs/{job_id}/events")
+    resized = [e["data"]["replicas"] for e in events["items"] if e["reason"] == "Resized"]
+    assert {"main": 2} in resized and resized[-1] == {"main": 4}, resized
+    assert not {"Failed", "Evicted", "PodsLost"} & {e["reason"] for e in events["items"]}
+    await api.cancel(job_id)
