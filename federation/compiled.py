@@ -117,8 +117,14 @@ class CompiledTask(_Compiled):
 
     name: str
     replicas: int = Field(ge=1)  # fixed; elastic: the count it starts with or holds
-    min_replicas: int | None = Field(default=None, alias="minReplicas", ge=1)  # None: fixed
-    max_replicas: int | None = Field(default=None, alias="maxReplicas", ge=1)  # None: fixed
+    # None: fixed, and left out of the form, so that an agent from before elastic jobs (which
+    # forbids unknown fields) still reads every fixed job's assignment during an upgrade
+    min_replicas: int | None = Field(
+        default=None, alias="minReplicas", ge=1, exclude_if=lambda v: v is None
+    )
+    max_replicas: int | None = Field(
+        default=None, alias="maxReplicas", ge=1, exclude_if=lambda v: v is None
+    )
     cpu_milli: int = Field(alias="cpuMilli", ge=1)  # of `container`
     memory_mib: int = Field(alias="memoryMib", ge=1)  # of `container`
     pod: PodTemplate

@@ -264,6 +264,14 @@ def test_an_elastic_task_starts_at_its_minimum_and_reaches_the_core_with_its_bou
     assert fixed.elastic is None and (fixed.floor, fixed.ceiling) == (3, 3)
 
 
+def test_a_fixed_task_is_sent_as_before_elastic_jobs() -> None:
+    """Agents forbid unknown fields: one not yet upgraded must still read a fixed job."""
+    form = compiled(CATALOG, [{"name": "w", "image": "x", "replicas": 3}])
+    sent = form.model_dump(mode="json", by_alias=True)["tasks"][0]
+    assert not {"minReplicas", "maxReplicas"} & set(sent)
+    assert CompiledJob.model_validate(form.model_dump(mode="json", by_alias=True)) == form
+
+
 @pytest.mark.parametrize(
     ("task", "spec", "says"),
     [
