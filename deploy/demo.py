@@ -479,6 +479,47 @@ async def failed_replica(fleet: Fleet) -> None:
             print(f"  {e['reason']:<14} {e['message'][:110]}")
 
 
+async def elastic_job(fleet: Fleet) -> None:
+    """An elastic job grows into idle accelerators, gives back its highest replicas to an
+    urgent job instead of being evicted, and grows back once that job ends."""
+    section("an elastic job grows into idle DCUs, shrinks for an urgent job, grows back")
+    elastic = task("train", ["hygon/K100-AI"], 2, run_s=6000)
+    del elastic["replicas"]
+    submitted = await fleet.call(
+        "POST",
+        "/v1/jobs",
+        json=job("elastic-train", "nlp-lab", [{**elastic, "minReplicas": 1, "maxReplicas": 4}]),
+    )
+
+    async def held(count: int) -> bool:
+        found = await fleet.call("GET", f"/v1/jobs/{submitted['id']}")
+        return bool(found["state"] == "Running" and found["elastic"][0]["replicas"] == count)
+
+    await wait_for("grown to 4 replicas", lambda: held(4), 60)
+    grown = await fleet.call("GET", f"/v1/jobs/{submitted['id']}")
+    print(f"  elastic-train (1 to 4 replicas of 2 DCUs): Running on {grown['cluster']}, 4 held")
+    urgent = await fleet.call(
+        "POST",
+        "/v1/jobs",
+        json=job(
+            "dcu-hotfix",
+            "nlp-lab",
+            [task("t", ["hygon/K100-AI"], 4, run_s=200)],
+            priorityClass="critical",
+            placement={"clusters": [grown["cluster"]]},
+        ),
+    )
+    await until_state(fleet, urgent["id"], {"Running"}, 30)
+    await wait_for("given back to 2 replicas", lambda: held(2), 30)
+    print("  dcu-hotfix (critical, 4 DCUs, same cluster) is Running; elastic-train kept running")
+    await until_state(fleet, urgent["id"], {"Succeeded"}, 60)
+    await wait_for("grown back to 4 replicas", lambda: held(4), 60)
+    events = (await fleet.call("GET", f"/v1/jobs/{submitted['id']}/events"))["items"]
+    for e in events:
+        if e["reason"] in ("Placed", "Resized", "Preempted", "Evicted"):
+            print(f"  {e['reason']:<8} {e['message'][:110]}")
+
+
 async def _completed(content: str | None) -> bool:
     return content is not None and json.loads(content)["status"] == "completed"
 
@@ -503,6 +544,7 @@ async def main() -> None:
         await scenario(fleet)
         await imported_pytorchjob(fleet)
         await failed_replica(fleet)
+        await elastic_job(fleet)
         await screenshots(fleet)
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"

@@ -13,7 +13,6 @@ jobs backfill around (`backfill.py`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 
 from federation.scheduling.backfill import Backfill
@@ -26,10 +25,10 @@ from federation.scheduling.decisions import (
     Reserved,
     unresolvable_everywhere,
 )
-from federation.scheduling.elastic import grow
+from federation.scheduling.elastic import Asks, asks, compete, grow, holds
 from federation.scheduling.flavors import FlavorAssigner, Verdict, assignments
 from federation.scheduling.framework import Candidate, JobContext, Registry, SchedulerConfig
-from federation.scheduling.model import Job, Placement, Snapshot
+from federation.scheduling.model import COMPUTE, CPU, MEMORY, Job, Placement, Snapshot
 from federation.scheduling.ordering import PendingOrder
 from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.preemption import find_preemption
@@ -94,30 +93,33 @@ class _Cycle:
             tuple(grown),
         )
 
-    def _waited_for(self) -> Callable[[Job, str], bool]:
+    def _waited_for(self) -> Callable[[Placement], bool]:
         """Whether a job of equal or higher priority than an elastic job waits for what it
-        would grow into on a cluster: capacity there, or its quota pool anywhere."""
+        would grow into: capacity on its cluster, or its quota pool anywhere (see `elastic`)."""
         ledger = self.state.quota
-        capacity: dict[str, float] = {}  # cluster -> top priority capacity stops there
-        quota: dict[tuple[str, str], float] = {}  # quota pool -> top priority it stops
+        capacity: dict[str, list[tuple[float, Asks]]] = {}  # cluster -> who capacity stops
+        quota: dict[tuple[str, str], list[tuple[float, Asks]]] = {}  # pool -> who it stops
         for pending in self.pending:
-            priority = pending.job.priority
+            job = pending.job
             for cluster, status in pending.reasons.items():
                 if status.code is not Code.UNSCHEDULABLE or status.plugin in self.cluster_filters:
                     continue
                 if status.plugin == "quota":
-                    pool = ledger.pool(pending.job.queue)
-                    quota[pool] = max(quota.get(pool, -math.inf), priority)
+                    governed = ledger.queues[job.queue].quota.keys() & {CPU, MEMORY, COMPUTE}
+                    wanted = None if governed else asks(job)
+                    quota.setdefault(ledger.pool(job.queue), []).append((job.priority, wanted))
                 else:
-                    capacity[cluster] = max(capacity.get(cluster, -math.inf), priority)
+                    capacity.setdefault(cluster, []).append((job.priority, asks(job)))
         for preempted in self.preempted:
-            cluster = preempted.reservation.cluster
-            capacity[cluster] = max(capacity.get(cluster, -math.inf), preempted.preemptor.priority)
-
-        def waited_for(job: Job, cluster: str) -> bool:
-            return job.priority <= max(
-                capacity.get(cluster, -math.inf), quota.get(ledger.pool(job.queue), -math.inf)
+            preemptor = preempted.preemptor
+            capacity.setdefault(preempted.reservation.cluster, []).append(
+                (preemptor.priority, asks(preemptor))
             )
+
+        def waited_for(placement: Placement) -> bool:
+            job, held = placement.job, holds(placement)
+            waiting = capacity.get(placement.cluster, []) + quota.get(ledger.pool(job.queue), [])
+            return any(job.priority <= p and compete(wanted, held) for p, wanted in waiting)
 
         return waited_for
 

@@ -6,8 +6,11 @@ time, the highest priority first and, among equals, the queue with the lowest do
 (so growth shares idle capacity fairly), through the same filters a placement passes (quota,
 device fit against free capacity minus reservations). A job does not grow on a cluster where a
 pending job of equal or higher priority is stopped by capacity, or anywhere its queue's quota
-pool stops one: that capacity is the waiting job's. What a job holds above its `min` is what
-preemption takes first (`preemption.py`): giving back replicas costs less than any eviction.
+pool stops one, when what the waiting job asks for could be what the growth takes (an
+accelerator flavor of both; CPU and memory, which every replica takes, when either has a task
+without accelerators or the pool governs CPU, memory or compute): that capacity is the waiting
+job's. What a job holds above its `min` is what preemption takes first (`preemption.py`):
+giving back replicas costs less than any eviction.
 """
 
 from __future__ import annotations
@@ -22,6 +25,35 @@ from federation.scheduling.model import Job, Placement, ReplicaPlacement
 from federation.scheduling.state import State
 
 GROWN = "grew into capacity no job of equal or higher priority waits for"
+# what a job asks of the fleet, for growth's blocking test: its accelerator flavors, or None
+# for "anything" (a task without accelerators competes for the CPU and memory all replicas take)
+Asks = frozenset[str] | None
+
+
+def asks(job: Job) -> Asks:
+    """The accelerator flavors `job` could use; None when a task of it takes none."""
+    flavors: set[str] = set()
+    for task in job.tasks:
+        if task.accelerators is None:
+            return None
+        flavors.update(o.flavor for o in task.accelerators.options)
+    return frozenset(flavors)
+
+
+def holds(placement: Placement) -> Asks:
+    """The accelerator flavors `placement` runs on; None when a task of it takes none."""
+    flavors: set[str] = set()
+    for t in range(len(placement.job.tasks)):
+        option = placement.option(t)
+        if option is None:
+            return None
+        flavors.add(option.flavor)
+    return frozenset(flavors)
+
+
+def compete(waiting: Asks, growing: Asks) -> bool:
+    """Whether growth on `growing`'s flavors could take what a job asking `waiting` needs."""
+    return waiting is None or growing is None or bool(waiting & growing)
 
 
 def at_floor(placement: Placement) -> Placement:
@@ -62,7 +94,7 @@ def grow(
     state: State,
     config: SchedulerConfig,
     fits: FitCheck,
-    blocked: Callable[[Job, str], bool],
+    blocked: Callable[[Placement], bool],
     exclude: frozenset[str],
 ) -> list[Resized]:
     """Grow placed elastic jobs into free capacity, one replica at a time (see the module)."""
@@ -73,7 +105,7 @@ def grow(
         and job_id not in state.fresh
         and job_id not in exclude
         and any(t.replicas < t.ceiling for t in p.job.tasks)
-        and not blocked(p.job, p.cluster)
+        and not blocked(p)
     }
     before = dict(growing)
     ledger = state.quota

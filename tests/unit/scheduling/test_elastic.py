@@ -14,7 +14,7 @@ from federation.scheduling.model import Job, Snapshot
 from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.state import State
 
-from .builders import H100, advance, cluster, job, pool, queue, snapshot, without
+from .builders import ASCEND, H100, advance, cluster, job, pool, queue, snapshot, without
 from .test_invariants import MODELS, QUEUES, check_capacity_and_quota, fleets, queue_sets
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True)
@@ -48,6 +48,20 @@ def test_does_not_grow_into_capacity_an_equal_priority_job_waits_for() -> None:
     waiting = job("w", H100, count=8)  # needs the whole node: only eviction could help
     result = schedule(snap, [waiting], now=0, config=SchedulerConfig(preemption=False))
     assert result.pending and not result.grown
+
+
+def test_grows_where_what_it_takes_is_not_what_the_waiting_job_asks_for() -> None:
+    """A job waiting for Ascend, by capacity on the cluster or by its queue's Ascend quota,
+    does not stop the growth of a job on H100s there (the demo's case)."""
+    nodes = pool("a", 1) + pool("b", 1, ASCEND)
+    queues = [queue("q", {ASCEND: 8000})]
+    snap = snapshot([cluster("a", nodes)], queues, running=[(elastic("e", 2, 8), "a")])
+    too_big = job("w", ASCEND, count=16)  # no node has 16: capacity stops it
+    (grown,) = schedule(snap, [too_big], now=0, config=NO_BACKFILL).grown
+    assert grown.counts == {"main": (2, 8)}
+    over_quota = job("w", ASCEND, count=8, replicas=2)  # 16 of the queue's 8
+    (grown,) = schedule(snap, [over_quota], now=0, config=NO_BACKFILL).grown
+    assert grown.counts == {"main": (2, 8)}
 
 
 def test_grows_only_within_quota() -> None:
