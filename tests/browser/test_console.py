@@ -109,18 +109,9 @@ async def console() -> AsyncIterator[Console]:
         yield c
 
 
-async def test_fleet_page_shows_each_clusters_devices_as_the_api_counts_them(
-    console: Console,
-) -> None:
-    await console.show("#/fleet", "fleet")
-    clusters = (await console.fleet.call("GET", "/v1/clusters"))["items"]
-    shown: dict[tuple[str, str], dict[str, str]] = await console.page.evaluate(
-        """Object.fromEntries([...document.querySelectorAll('#clusters tbody tr')].map(r =>
-             [r.dataset.cluster + '|' + r.dataset.flavor, Object.fromEntries(
-               [...r.querySelectorAll('[data-field]')].map(c =>
-                 [c.dataset.field, c.textContent]))]))"""
-    )
-    expected = {
+def _fleet_rows(clusters: list[dict[str, Any]]) -> dict[str, dict[str, str]]:
+    """The fleet page's device rows as the API's cluster summaries say they must read."""
+    return {
         f"{c['name']}|{f['flavor']}": {
             "total": str(f["total"]),
             "unhealthy": str(f["total"] - f["healthy"]),
@@ -131,7 +122,37 @@ async def test_fleet_page_shows_each_clusters_devices_as_the_api_counts_them(
         for c in clusters
         for f in c["flavors"]
     }
-    assert shown == expected
+
+
+async def test_fleet_page_shows_each_clusters_devices_as_the_api_counts_them(
+    console: Console,
+) -> None:
+    await console.show("#/fleet", "fleet")
+    clusters: list[dict[str, Any]] = []
+    shown: dict[str, dict[str, str]] = {}
+
+    async def as_the_api_counts() -> bool:
+        """The page (refreshed every 5 s) against the API read just before it: live readings
+        and starting jobs may move between two reads, never for long."""
+        clusters[:] = (await console.fleet.call("GET", "/v1/clusters"))["items"]
+        shown.clear()
+        shown.update(
+            await console.page.evaluate(
+                """Object.fromEntries([...document.querySelectorAll('#clusters tbody tr')].map(
+                     r => [r.dataset.cluster + '|' + r.dataset.flavor, Object.fromEntries(
+                       [...r.querySelectorAll('[data-field]')].map(c =>
+                         [c.dataset.field, c.textContent]))]))"""
+            )
+        )
+        return shown == _fleet_rows(clusters)
+
+    await wait_for(
+        "the fleet page as the API counts",
+        as_the_api_counts,
+        30,
+        interval_s=1.0,
+        explain=lambda: f"shown {shown}, API {_fleet_rows(clusters)}",
+    )
     assert any(f["allocatedMilli"] for c in clusters for f in c["flavors"])
     # the agents read every simulated device: live utilization per vendor/model and cluster
     assert all(f["reporting"] == f["total"] for c in clusters for f in c["flavors"])
