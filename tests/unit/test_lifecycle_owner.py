@@ -4,6 +4,7 @@ or opens a placement (a statement-level check over the source, so a new writer f
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,7 +35,19 @@ def _sql_writes_state(node: ast.Call) -> bool:
     if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
         return False
     sql = " ".join(arg.value.lower().split())
-    return "set state" in sql or ", state" in sql or "(state" in sql or "state =" in sql
+    # a bare `state =` may be an UPDATE's assignment; an alias's `p.state =` only reads
+    return bool(re.search(r"set state|, state|\(state|(?<![.\w])state =", sql))
+
+
+def test_reading_an_aliased_state_is_no_write_and_setting_one_is() -> None:
+    def text(sql: str) -> ast.Call:
+        call = ast.parse(f"sa.text({sql!r})").body[0]
+        assert isinstance(call, ast.Expr) and isinstance(call.value, ast.Call)
+        return call.value
+
+    assert not _sql_writes_state(text("SELECT 1 FROM placements p WHERE p.state = 'Active'"))
+    assert _sql_writes_state(text("UPDATE jobs SET epoch = 2, state = 'Queued'"))
+    assert _sql_writes_state(text("UPDATE jobs SET state='Queued'"))
 
 
 def _inserts_placement(node: ast.Call) -> bool:
