@@ -242,6 +242,13 @@ class Chaos:
             if self.watch is not None:
                 self.watch.fault(begins=False)
 
+    def _alive(self, name: str, proc: asyncio.subprocess.Process, log: Path) -> None:
+        """A violation, with its last output (the cause, not a guess), if `proc` has exited
+        by itself (checked before the suite kills it, and at the end)."""
+        if proc.returncode is not None:
+            tail = log.read_text()[-1500:] if log.exists() else ""
+            self.report.violations.append(f"{name} exited by itself ({proc.returncode}):\n{tail}")
+
     async def _apply(self, kind: str, hold: float) -> None:
         assert self.hubs is not None and self.agents is not None
         at = time.time()
@@ -252,6 +259,7 @@ class Chaos:
             if victim not in self.hubs.procs:
                 return
             if kind in ("kill_leader", "kill_follower"):
+                self._alive(str(victim), self.hubs.procs[victim], self.hubs.log_path(victim))
                 self.hubs.kill(victim)
                 if kind == "kill_leader":
                     await self._takeover(kind, victim)
@@ -270,6 +278,7 @@ class Chaos:
         elif kind in ("kill_agent", "kill_real_agent"):
             cluster = self.rng.choice(self.clusters) if kind == "kill_agent" else REAL
             self.applied.append(Fault(kind, cluster, at, hold))
+            self._alive(cluster, self.agents.procs[cluster], self.agents.log_path(cluster))
             self.agents.kill(cluster)
             await asyncio.sleep(hold)
             await self.agents.start(cluster)
@@ -349,14 +358,10 @@ class Chaos:
                     )
                 await self._placements(conn)
                 await self._recovery(conn)
-            exited = [(str(p), proc, self.hubs.log_path(p)) for p, proc in self.hubs.procs.items()]
-            exited += [(c, proc, self.agents.log_path(c)) for c, proc in self.agents.procs.items()]
-            for name, proc, log in exited:
-                if proc.returncode is not None:  # with its last words: the cause, not a guess
-                    tail = log.read_text()[-1500:] if log.exists() else ""
-                    self.report.violations.append(
-                        f"{name} exited by itself ({proc.returncode}):\n{tail}"
-                    )
+            for port, proc in self.hubs.procs.items():
+                self._alive(str(port), proc, self.hubs.log_path(port))
+            for cluster, proc in self.agents.procs.items():
+                self._alive(cluster, proc, self.agents.log_path(cluster))
         finally:
             await db.close()
 

@@ -107,7 +107,9 @@ class Hubs:
         return found[0]
 
     def kill(self, port: int) -> None:
-        self.procs.pop(port).send_signal(signal.SIGKILL)
+        proc = self.procs.pop(port)
+        if proc.returncode is None:  # one that exited by itself is the caller's to report
+            proc.send_signal(signal.SIGKILL)
 
     def signal_all(self, port: int, sig: signal.Signals) -> None:
         """Send `sig` to the replica and its scheduling process (SIGSTOP freezes both)."""
@@ -327,7 +329,9 @@ class Agents:
         os.close(log)
 
     def kill(self, cluster: str) -> None:
-        self.procs.pop(cluster).send_signal(signal.SIGKILL)
+        proc = self.procs.pop(cluster)
+        if proc.returncode is None:  # one that exited by itself is the caller's to report
+            proc.send_signal(signal.SIGKILL)
 
     async def close(self) -> None:
         await _kill_all(self.procs)

@@ -137,6 +137,13 @@ async def running_on(stack: Stack, name: str, cluster: str, failover: str) -> di
 
 async def test_a_hub_killed_and_restarted_kills_nobodys_work(stack: Stack) -> None:
     job = await running_on(stack, "patient", BEIJING, "fast")
+
+    async def hub_says_running() -> bool:
+        return bool((await stack.job(job["id"]))["state"] == "Running")
+
+    # the hub has heard `Running` (else the agent's re-sent report, behind its back-off, is
+    # what the state after the restart would wait for: a lag, not lost work)
+    await wait_for("the hub hearing Running", hub_says_running, 60)
     uids = {p["metadata"]["uid"] for p in await stack.pods(BEIJING, job["id"])}
     port = stack.hubs.ports[0]
     stack.hubs.kill(port)
