@@ -240,6 +240,12 @@ class Agent:
                     self.config.backoff_max_s,
                 )
                 await sleep_unless_stopped(stop, self.config.backoff_max_s)
+            except Exception:  # the cluster's API failing under a new session, or a bug:
+                # retried, never fatal (an exited agent stops renewing its lease, and its
+                # exclusive jobs stop with it)
+                log.exception("session failed; retrying in %.1f s", backoff)
+                await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
+                backoff = min(backoff * 2, self.config.backoff_max_s)
 
     # --- the lease -----------------------------------------------------------------------
 
