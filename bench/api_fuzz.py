@@ -74,7 +74,11 @@ def serve_hub(database_url: str, log_path: Path) -> Iterator[str]:
             yield url
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:  # busy with a request the fuzzer left behind
+                proc.kill()
+                proc.wait()
 
 
 def call(url: str, method: str, path: str, token: str, body: Any = None) -> tuple[int, Any]:
