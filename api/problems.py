@@ -14,7 +14,7 @@ from sqlalchemy import exc as sa_exc
 
 from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthorized
 from federation.k8s_names import DNS_LABEL
-from federation.store.database import DATABASE_DOWN, is_outage
+from federation.store.database import DATABASE_DOWN, is_collision, is_outage
 from federation.validation import field_path
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
@@ -132,6 +132,16 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
     except sa_exc.StatementError as exc:
         if is_outage(exc):  # the connection was lost in the middle of the statement
             return _unavailable(request, exc)
+        if is_collision(exc):  # rolled back whole: the same request may be sent again
+            log.warning("collided on %s %s: %s", request.method, request.path, _kind(exc))
+            response = problem_response(
+                503,
+                "Service unavailable",
+                "the request collided with another and nothing was written; retry it",
+                "unavailable",
+            )
+            response.headers["Retry-After"] = "1"
+            return response
         # never log the exception's text: it carries the statement's parameters (specs, env)
         log.error(
             "database statement failed on %s %s: %s\n%s%s",

@@ -46,6 +46,19 @@ def is_outage(exc: BaseException) -> bool:
     return False
 
 
+# what PostgreSQL rolls back for a collision with another transaction (a deadlock, a
+# serialization failure): nothing was written, and the same request may simply be sent again
+COLLISIONS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+
+
+def is_collision(exc: BaseException) -> bool:
+    """Whether `exc` is SQLAlchemy's wrapper of a transaction PostgreSQL rolled back because it
+    collided with another (SQLSTATE 40P01 or 40001)."""
+    if not isinstance(exc, sa_exc.DBAPIError) or exc.orig is None:
+        return False
+    return isinstance(exc.orig.__cause__, COLLISIONS)
+
+
 def json_text(value: Any) -> str:
     """JSON of a JSON/JSONB value for PostgreSQL: orjson (submissions write whole manifests and
     the loop reads every compiled job), the standard library for what orjson refuses (integers
