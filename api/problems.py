@@ -133,15 +133,8 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         if is_outage(exc):  # the connection was lost in the middle of the statement
             return _unavailable(request, exc)
         if is_collision(exc):  # rolled back whole: the same request may be sent again
-            log.warning("collided on %s %s: %s", request.method, request.path, _kind(exc))
-            response = problem_response(
-                503,
-                "Service unavailable",
-                "the request collided with another and nothing was written; retry it",
-                "unavailable",
-            )
-            response.headers["Retry-After"] = "1"
-            return response
+            detail = "the request collided with another and nothing was written; retry it"
+            return _unavailable(request, exc, detail, retry_after_s=1)
         # never log the exception's text: it carries the statement's parameters (specs, env)
         log.error(
             "database statement failed on %s %s: %s\n%s%s",
@@ -157,13 +150,16 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         return problem_response(500, "Internal error", "unexpected error; see hub logs", "internal")
 
 
-def _unavailable(request: web.Request, exc: BaseException) -> web.Response:
-    """503 with `Retry-After`: the database does not answer."""
+def _unavailable(
+    request: web.Request,
+    exc: BaseException,
+    detail: str = "the database does not answer; retry later",
+    retry_after_s: int = RETRY_AFTER_S,
+) -> web.Response:
+    """503 with `Retry-After`: the database does not answer, or rolled the request back."""
     log.error("database unavailable on %s %s: %s", request.method, request.path, _kind(exc))
-    response = problem_response(
-        503, "Service unavailable", "the database does not answer; retry later", "unavailable"
-    )
-    response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    response = problem_response(503, "Service unavailable", detail, "unavailable")
+    response.headers["Retry-After"] = str(retry_after_s)
     return response
 
 
