@@ -15,7 +15,7 @@ giving back replicas costs less than any eviction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 from federation.scheduling.decisions import Resized
@@ -30,25 +30,28 @@ GROWN = "grew into capacity no job of equal or higher priority waits for"
 Asks = frozenset[str] | None
 
 
+def _flavors(options: Iterable[Iterable[str] | None]) -> Asks:
+    """The union of each task's flavors; None when a task takes no accelerator."""
+    flavors: set[str] = set()
+    for task in options:
+        if task is None:
+            return None
+        flavors.update(task)
+    return frozenset(flavors)
+
+
 def asks(job: Job) -> Asks:
     """The accelerator flavors `job` could use; None when a task of it takes none."""
-    flavors: set[str] = set()
-    for task in job.tasks:
-        if task.accelerators is None:
-            return None
-        flavors.update(o.flavor for o in task.accelerators.options)
-    return frozenset(flavors)
+    return _flavors(
+        None if t.accelerators is None else (o.flavor for o in t.accelerators.options)
+        for t in job.tasks
+    )
 
 
 def holds(placement: Placement) -> Asks:
     """The accelerator flavors `placement` runs on; None when a task of it takes none."""
-    flavors: set[str] = set()
-    for t in range(len(placement.job.tasks)):
-        option = placement.option(t)
-        if option is None:
-            return None
-        flavors.add(option.flavor)
-    return frozenset(flavors)
+    options = (placement.option(t) for t in range(len(placement.job.tasks)))
+    return _flavors(None if o is None else (o.flavor,) for o in options)
 
 
 def compete(waiting: Asks, growing: Asks) -> bool:
