@@ -183,6 +183,41 @@ class CompiledTask(_Compiled):
         )
 
 
+class CompiledPort(_Compiled):
+    """A port of a service, exposed in every cluster it runs in."""
+
+    name: str
+    port: int
+    protocol: str = "TCP"
+
+
+class CompiledAutoscaling(_Compiled):
+    """The metric a service scales by and the autoscaler's windows (`spec.Autoscaling`)."""
+
+    metric: str
+    target: float
+    port: int
+    path: str = "/metrics"
+    tolerance: float = 0.1
+    up_window_s: int = Field(default=0, alias="upWindowS")
+    down_window_s: int = Field(default=300, alias="downWindowS")
+
+
+class CompiledService(_Compiled):
+    """What makes a job a shard of a service: its pods are a Deployment-like set that runs
+    until deleted (restarted in place, never a gang beyond the first replica), exposed on
+    `ports` by a Service in the member cluster, and the replicas the hub wants of the whole
+    service lie between `min_replicas` and `max_replicas` (equal without autoscaling)."""
+
+    service: str  # the service's name (its shards are jobs `<name>-<shard>`)
+    ports: tuple[CompiledPort, ...]
+    spread: int = 1
+    min_replicas: int = Field(alias="minReplicas", ge=1)
+    max_replicas: int = Field(alias="maxReplicas", ge=1)
+    autoscaling: CompiledAutoscaling | None = None
+    generation: int = 1  # of the template: an update rolls the pods of an older one over
+
+
 class CompiledJob(_Compiled):
     """A whole job, compiled against the catalog at submission."""
 
@@ -198,6 +233,8 @@ class CompiledJob(_Compiled):
     # retries in place and what a lost node or cluster does (defaults for jobs stored before)
     failure_policy: FailurePolicy = Field(default_factory=FailurePolicy, alias="failurePolicy")
     tasks: tuple[CompiledTask, ...]
+    # a shard of a service (left out for batch jobs: an agent from before services reads them)
+    service: CompiledService | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def task(self, name: str) -> CompiledTask | None:
         """The task called `name`."""

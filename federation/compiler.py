@@ -26,14 +26,24 @@ from decimal import Decimal
 
 from federation.catalog import AcceleratorModel, Catalog, parse_quantity
 from federation.compiled import (
+    CompiledAutoscaling,
     CompiledJob,
+    CompiledPort,
+    CompiledService,
     CompiledTask,
     CompiledToleration,
     DeviceOption,
 )
 from federation.podtemplate import PodTemplate
 from federation.scheduling.devices import WHOLE
-from federation.spec import Accelerators, FailurePolicy, FlavorChoice, JobManifest, Task
+from federation.spec import (
+    Accelerators,
+    FailurePolicy,
+    FlavorChoice,
+    JobManifest,
+    ServiceManifest,
+    Task,
+)
 
 MIB = 2**20
 
@@ -246,3 +256,53 @@ def compile_job(catalog: Catalog, manifest: JobManifest) -> CompiledJob:
         failure_policy=spec.failure_policy or FailurePolicy(),
         tasks=tuple(_task(catalog, t, f"spec.tasks[{i}]") for i, t in enumerate(spec.tasks)),
     )
+
+
+def compile_service(
+    catalog: Catalog, manifest: ServiceManifest, generation: int = 1
+) -> CompiledJob:
+    """The compiled form of a service (the form its shards copy, `shard_form`); `generation`
+    counts its template's versions. Raises CompileError with the field path."""
+    spec = manifest.spec
+    server = spec.server
+    scaling = spec.autoscaling
+    low = server.min_replicas or server.replicas
+    high = server.max_replicas or server.replicas
+    task = _task(catalog, server, "spec.server")
+    return CompiledJob(
+        gang=True,
+        regions=tuple(spec.placement.regions),
+        clusters=tuple(spec.placement.clusters),
+        cluster_selector=dict(spec.placement.cluster_selector),
+        tasks=(task.model_copy(update={"replicas": 1, "min_replicas": 1, "max_replicas": high}),),
+        service=CompiledService(
+            service=manifest.metadata.name,
+            ports=tuple(
+                CompiledPort(name=p.name, port=p.port, protocol=p.protocol) for p in spec.ports
+            ),
+            spread=spec.spread.clusters,
+            min_replicas=low,
+            max_replicas=high,
+            autoscaling=(
+                CompiledAutoscaling(
+                    metric=scaling.metric.name,
+                    target=scaling.metric.target,
+                    port=scaling.metric.port,
+                    path=scaling.metric.path,
+                    tolerance=scaling.tolerance,
+                    up_window_s=scaling.scale_up_stabilization_seconds,
+                    down_window_s=scaling.scale_down_stabilization_seconds,
+                )
+                if scaling is not None
+                else None
+            ),
+            generation=generation,
+        ),
+    )
+
+
+def shard_form(service: CompiledJob, clusters: tuple[str, ...]) -> CompiledJob:
+    """The compiled job of one shard of `service`: an elastic gang of one server replica that
+    grows toward the cap the service controller gives it (`jobs.replica_cap`), confined to
+    `clusters` (the service's clusters less those its other shards run in)."""
+    return service.model_copy(update={"clusters": clusters})

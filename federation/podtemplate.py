@@ -240,6 +240,56 @@ class PodSecurityContext(_K8s):
     )
 
 
+class HttpGetAction(_K8s):
+    """An HTTP GET a probe sends to the container."""
+
+    path: Path = "/"
+    port: Port | PortName
+    scheme: Literal["HTTP", "HTTPS"] | None = None
+
+
+class TcpSocketAction(_K8s):
+    """A TCP connection a probe opens to the container."""
+
+    port: Port | PortName
+
+
+class ExecAction(_K8s):
+    """A command a probe runs in the container."""
+
+    command: list[Text] = Field(min_length=1, max_length=64)
+
+
+class Probe(_K8s):
+    """A readiness or liveness probe, as in a Kubernetes container: exactly one action."""
+
+    http_get: HttpGetAction | None = Field(default=None, alias="httpGet")
+    tcp_socket: TcpSocketAction | None = Field(default=None, alias="tcpSocket")
+    exec_: ExecAction | None = Field(default=None, alias="exec")
+    initial_delay_seconds: Annotated[int, Field(ge=0, le=3600)] | None = Field(
+        default=None, alias="initialDelaySeconds"
+    )
+    period_seconds: Annotated[int, Field(ge=1, le=3600)] | None = Field(
+        default=None, alias="periodSeconds"
+    )
+    timeout_seconds: Annotated[int, Field(ge=1, le=3600)] | None = Field(
+        default=None, alias="timeoutSeconds"
+    )
+    success_threshold: Annotated[int, Field(ge=1, le=100)] | None = Field(
+        default=None, alias="successThreshold"
+    )
+    failure_threshold: Annotated[int, Field(ge=1, le=100)] | None = Field(
+        default=None, alias="failureThreshold"
+    )
+
+    @model_validator(mode="after")
+    def _one_action(self) -> Probe:
+        actions = [a for a in (self.http_get, self.tcp_socket, self.exec_) if a is not None]
+        if len(actions) != 1:
+            raise ValueError("a probe has exactly one of httpGet, tcpSocket, exec")
+        return self
+
+
 class Container(_K8s):
     """A container (in `initContainers`, `restartPolicy: Always` makes it a sidecar)."""
 
@@ -260,6 +310,8 @@ class Container(_K8s):
     resources: ContainerResources | None = None
     security_context: SecurityContext | None = Field(default=None, alias="securityContext")
     restart_policy: Literal["Always"] | None = Field(default=None, alias="restartPolicy")
+    readiness_probe: Probe | None = Field(default=None, alias="readinessProbe")
+    liveness_probe: Probe | None = Field(default=None, alias="livenessProbe")
 
 
 class KeyToPath(_K8s):

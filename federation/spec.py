@@ -297,3 +297,101 @@ class JobManifest(_Strict):
     kind: Literal["Job"]
     metadata: Metadata
     spec: JobSpec
+
+
+MAX_SPREAD = 16
+MAX_SERVICE_PORTS = 16
+MetricName = Annotated[str, StringConstraints(pattern=r"^[a-zA-Z_:][a-zA-Z0-9_:]{0,199}$")]
+
+
+class ServicePort(_Strict):
+    """A port the service's pods listen on, exposed by a Service in each cluster it runs in."""
+
+    name: DnsLabel
+    port: int = Field(ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+
+
+class Spread(_Strict):
+    """How many clusters the replicas spread over (each cluster's share is a placement of
+    its own), for availability."""
+
+    clusters: int = Field(default=1, ge=1, le=MAX_SPREAD)
+
+
+class ScaleMetric(_Strict):
+    """The metric autoscaling follows: a gauge each ready replica serves in the Prometheus
+    text format, averaged over the replicas read."""
+
+    name: MetricName = Field(
+        description="e.g. requests in flight, queue length, tokens per second, utilization"
+    )
+    target: float = Field(gt=0, le=1e12, description="the per-replica average to keep")
+    port: int = Field(ge=1, le=65535, description="the pods' port serving the metrics")
+    path: Annotated[str, StringConstraints(pattern=r"^/[\x21-\x7e]{0,255}$")] = "/metrics"
+
+
+class Autoscaling(_Strict):
+    """The Horizontal Pod Autoscaler's rule across clusters: desired = ceil(ready x average /
+    target), left alone within `tolerance`, bounded by the task's minReplicas/maxReplicas; a
+    recommendation takes effect once it is the least (up) or the most (down) of its window."""
+
+    metric: ScaleMetric
+    tolerance: float = Field(default=0.1, ge=0, lt=1)
+    scale_up_stabilization_seconds: int = Field(
+        default=0, alias="scaleUpStabilizationSeconds", ge=0, le=3600
+    )
+    scale_down_stabilization_seconds: int = Field(
+        default=300, alias="scaleDownStabilizationSeconds", ge=0, le=3600
+    )
+
+
+class ServerTask(Task):
+    """The pods of a service: one role (its name defaults to `server`)."""
+
+    name: DnsLabel = "server"
+
+
+class ServiceSpec(_Strict):
+    """A long-running service: replicas that are not a gang, spread over clusters, exposed on
+    ports, scaled by a metric."""
+
+    queue: DnsLabel
+    priority_class: DnsLabel = Field(default="normal", alias="priorityClass")
+    preemptible: bool | None = Field(
+        default=None, description="may be scaled in for higher priority (default: the class's)"
+    )
+    placement: Placement = Placement()
+    spread: Spread = Spread()
+    ports: list[ServicePort] = Field(min_length=1, max_length=MAX_SERVICE_PORTS)
+    autoscaling: Autoscaling | None = None
+    server: ServerTask
+
+    @model_validator(mode="after")
+    def _scaling(self) -> ServiceSpec:
+        elastic = self.server.max_replicas is not None
+        if self.autoscaling is not None and not elastic:
+            raise ValueError("autoscaling needs server.minReplicas and server.maxReplicas")
+        if elastic and self.autoscaling is None:
+            raise ValueError(
+                "server.minReplicas/maxReplicas scale a service by a metric: give autoscaling"
+            )
+        most = self.server.max_replicas or self.server.replicas
+        if self.spread.clusters > most:
+            raise ValueError(
+                f"spread.clusters ({self.spread.clusters}) exceeds the most replicas ({most})"
+            )
+        names = [p.name for p in self.ports]
+        numbers = [p.port for p in self.ports]
+        if len(set(names)) != len(names) or len(set(numbers)) != len(numbers):
+            raise ValueError("port names and numbers must be unique")
+        return self
+
+
+class ServiceManifest(_Strict):
+    """A service as submitted: `apiVersion: suanpan.io/v1`, `kind: Service`."""
+
+    api_version: Literal["suanpan.io/v1"] = Field(alias="apiVersion")
+    kind: Literal["Service"]
+    metadata: Metadata
+    spec: ServiceSpec

@@ -199,6 +199,42 @@ cluster_credentials = Table(
     Index("ix_cluster_credentials_cluster_id", "cluster_id"),
 )
 
+# Long-running services (`kind: Service`): what was asked for and how many replicas the hub
+# wants now. Each runs as shard jobs (`jobs.service_id`), one per cluster it occupies; the
+# service controller (federation/controllers/services.py) opens, sizes and closes them.
+services = Table(
+    "services",
+    metadata,
+    Column("id", UUID(as_uuid=True), primary_key=True),
+    Column("seq", BigInteger, Identity(), nullable=False, unique=True),
+    Column("tenant_id", ForeignKey("tenants.id", ondelete="RESTRICT"), nullable=False),
+    Column("queue_id", ForeignKey("queues.id", ondelete="RESTRICT"), nullable=False),
+    Column("name", String(63), nullable=False),
+    Column("labels", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
+    Column("spec", JSONB, nullable=False),  # the manifest as submitted (or last updated)
+    Column("compiled", JSONB, nullable=False),  # CompiledJob with `service`, shards copy it
+    Column("priority", Integer, nullable=False),
+    Column("priority_class", String(63), nullable=False),
+    Column("preemptible", Boolean, nullable=False),
+    Column("state", String(16), nullable=False, server_default="Active"),  # Active | Deleted
+    Column("desired", Integer, nullable=False),  # replicas wanted across all shards
+    Column("generation", Integer, nullable=False, server_default="1"),  # of the template
+    Column("idempotency_key", String(128), nullable=True),
+    Column("request_hash", String(64), nullable=True),
+    Column("version", Integer, nullable=False, server_default="1"),
+    Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("deleted_at", DateTime(timezone=True), nullable=True),
+    _created(),
+    UniqueConstraint("tenant_id", "idempotency_key"),
+    Index(
+        "ux_services_tenant_name",
+        "tenant_id",
+        "name",
+        unique=True,
+        postgresql_where=text("deleted_at IS NULL"),
+    ),
+)
+
 jobs = Table(
     "jobs",
     metadata,
@@ -232,9 +268,13 @@ jobs = Table(
     Column("finished_at", DateTime(timezone=True), nullable=True),
     # the last checkpoint the job reported (POST /v1/jobs/{id}/checkpoint): preemption cost
     Column("checkpointed_at", DateTime(timezone=True), nullable=True),
+    # a service's shard: the service, and the most replicas the controller lets it hold now
+    Column("service_id", ForeignKey("services.id", ondelete="CASCADE"), nullable=True),
+    Column("replica_cap", Integer, nullable=True),
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     _created(),
     UniqueConstraint("tenant_id", "idempotency_key"),
+    Index("ix_jobs_service_id", "service_id", postgresql_where=text("service_id IS NOT NULL")),
     Index("ix_jobs_state_priority", "state", "priority"),
     Index("ix_jobs_tenant_seq", "tenant_id", "seq"),
 )
@@ -262,7 +302,11 @@ placements = Table(
     Column("state", String(16), nullable=False, server_default="Active"),
     # global, monotonically increasing change counter agents resume from
     Column(
-        "revision", BigInteger, placement_revision, server_default=placement_revision.next_value()
+        "revision",
+        BigInteger,
+        placement_revision,
+        nullable=False,
+        server_default=placement_revision.next_value(),
     ),
     _created(),
     Column("released_at", DateTime(timezone=True), nullable=True),
@@ -293,11 +337,31 @@ replica_status = Table(
     Column("updated_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
 )
 
+# A service shard as its cluster last reported it serving (`wire.agent.ServingStatus`): the
+# endpoint a gateway routes to, readiness, and the scaling metric the autoscaler reads.
+service_endpoints = Table(
+    "service_endpoints",
+    metadata,
+    Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=False),
+    Column("address", String(253), nullable=False),
+    Column("cluster_ip", String(45), nullable=False, server_default=""),
+    Column("ports", JSONB, nullable=False, server_default=text("'[]'::jsonb")),
+    Column("ready", Integer, nullable=False, server_default="0"),
+    Column("updated", Integer, nullable=False, server_default="0"),
+    Column("generation", Integer, nullable=False, server_default="1"),
+    Column("metric_sum", Float, nullable=True),
+    Column("sampled", Integer, nullable=False, server_default="0"),
+    Column("reported_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
 events = Table(
     "events",
     metadata,
     Column("id", BigInteger, Identity(), primary_key=True),
     Column("job_id", ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True),
+    Column("service_id", ForeignKey("services.id", ondelete="CASCADE"), nullable=True),
     Column("cluster_id", ForeignKey("clusters.id", ondelete="CASCADE"), nullable=True),
     Column("kind", String(32), nullable=False),
     Column("reason", String(63), nullable=False),
@@ -305,6 +369,9 @@ events = Table(
     Column("data", JSONB, nullable=False, server_default=text("'{}'::jsonb")),
     _created(),
     Index("ix_events_job_id", "job_id", "id"),
+    Index(
+        "ix_events_service_id", "service_id", "id", postgresql_where=text("service_id IS NOT NULL")
+    ),
 )
 
 # Devices and allocation per cluster and flavor, sampled by the leading hub replica at a fixed

@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from federation.compiled import CompiledJob, CompiledTask, DeviceOption
+from federation.compiled import CompiledJob, CompiledService, CompiledTask, DeviceOption
 from federation.k8s_names import DnsLabel, Labels, LabelValue
 from federation.scheduling.devices import NodeDevices
 from federation.spec import FailoverPolicy, FailurePolicy
@@ -208,6 +208,9 @@ class Assignment(_Msg):
     grace_period_seconds: int | None = Field(default=None, alias="gracePeriodSeconds")
     tasks: list[AssignedTask]
     hints: list[ReplicaHint] = Field(default_factory=list)
+    # a service's shard: its pods restart in place, sit behind a Service on these ports, roll
+    # over to a newer template generation, and their scaling metric is read (None: a batch job)
+    service: CompiledService | None = Field(default=None, exclude_if=lambda v: v is None)
 
     @property
     def replicas(self) -> int:
@@ -276,6 +279,31 @@ class ReplicaStatus(_Msg):
     last: ReplicaFailure | None = None
 
 
+class EndpointPort(_Msg):
+    """A port of a service shard's in-cluster Service."""
+
+    name: DnsLabel
+    port: int = Field(ge=1, le=65535)
+    protocol: Literal["TCP", "UDP", "SCTP"] = "TCP"
+
+
+class ServingStatus(_Msg):
+    """A service shard as its cluster serves it: the in-cluster Service in front of its pods,
+    how many replicas are ready (and of those, how many run the current template
+    generation), and the sum of the scaling metric over the ready replicas that served it."""
+
+    address: Annotated[str, StringConstraints(max_length=253), NUL_FREE]  # in-cluster DNS name
+    cluster_ip: Annotated[str, StringConstraints(max_length=45), NUL_FREE] = Field(
+        default="", alias="clusterIP"
+    )
+    ports: list[EndpointPort] = Field(default_factory=list, max_length=16)
+    ready: Count = 0
+    updated: Count = 0  # ready replicas on `generation`
+    generation: int = Field(default=1, ge=1, le=INT64_MAX)  # the template generation applied
+    metric_sum: float | None = Field(default=None, alias="metricSum", ge=0, le=1e15)
+    sampled: Count = 0  # ready replicas whose metric was read into `metric_sum`
+
+
 class StatusUpdate(_Msg):
     """What happened to one placement's pods in the cluster (`replicas`: each replica's
     latest pod; sent with every update, so the hub keeps the latest)."""
@@ -289,6 +317,8 @@ class StatusUpdate(_Msg):
     succeeded: Count = 0
     failed: Count = 0
     replicas: list[ReplicaStatus] = Field(default_factory=list, max_length=MAX_REPLICAS_PER_UPDATE)
+    # a service shard's endpoint and readiness (left out for batch jobs)
+    serving: ServingStatus | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class StatusReport(_Msg):
