@@ -126,6 +126,13 @@ STUDIES = (
         " utilization and fragmentation over time. Suanpan's configuration against FIFO"
         " without preemption and the placement policies of the first study (K = 4).",
     ),
+    Study(
+        "bench.elastic_study",
+        "Elastic jobs: accelerator-hours gained from idle capacity",
+        "The replay alone and beside elastic jobs below every trace pod's priority: GPU-hours"
+        " they held above their minimum against the idle GPU-hours without them, shrinks"
+        " against evictions, and the trace's queueing delay (growth must not make it wait).",
+    ),
 )
 
 

@@ -5,7 +5,8 @@
 scheduling:
   intervalSeconds: 1.0          # longest wait between cycles
   weights: {packing: 1, performance: 1, locality: 1, balance: 0, cost: 0, retry: 10,
-            live_load: 1}  # live_load: clusters whose devices of the flavor are less busy
+            live_load: 1,  # live_load: clusters whose devices of the flavor are less busy
+            growth_room: 2}  # growth_room: elastic jobs start where they can grow
   preemption: {enabled: true, compareClusters: 3}
   backfill:                     # reservations for large gangs at the head of their queue
     enabled: true

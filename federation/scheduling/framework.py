@@ -28,6 +28,7 @@ DEFAULT_WEIGHTS: Mapping[str, float] = MappingProxyType(
         "cost": 0.0,
         "retry": 10.0,
         "live_load": 1.0,
+        "growth_room": 2.0,  # above locality: an elastic job grows only where it starts
     }
 )
 

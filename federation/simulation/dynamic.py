@@ -31,12 +31,29 @@ from typing import Any
 
 import numpy as np
 
-from federation.nodeplacement import FragModel, FragTracker, Pool, make_policy, typical_workload
+from federation.nodeplacement import (
+    FragModel,
+    FragTracker,
+    PodRequest,
+    Pool,
+    make_policy,
+    typical_workload,
+)
 from federation.nodeplacement.pool import FloatArray
-from federation.scheduling import DEFAULT_CONFIG, Placement, SchedulerConfig
-from federation.scheduling.devices import WHOLE
+from federation.scheduling import (
+    DEFAULT_CONFIG,
+    AcceleratorRequest,
+    FlavorOption,
+    Job,
+    Placement,
+    ReplicaPlacement,
+    SchedulerConfig,
+    Task,
+)
+from federation.scheduling.devices import WHOLE, DeviceRequest
+from federation.scheduling.model import Elastic
 from federation.simulation.adapter import pod_request, pool_node, task_types
-from federation.simulation.hub import Hub, PodJob, Where, split_round_robin
+from federation.simulation.hub import QUEUE, Hub, PodJob, Where, split_round_robin
 from federation.simulation.trace import TraceNode, TracePod
 
 PRIORITY = {"LS": 2, "Guaranteed": 1, "Burstable": 1, "BE": 0}
@@ -72,12 +89,40 @@ class Timing:
         return self.runtime_factor is not None or self.checkpoint_s is not None
 
 
+@dataclass(frozen=True)
+class ElasticLoad:
+    """Elastic training jobs replayed beside the trace: `jobs` of them arrive with the first
+    pod, at a priority below every trace pod (preemptible), and keep running; each replica
+    takes `gpus` whole devices of any model, between `min_replicas` and `max_replicas`."""
+
+    jobs: int = 8
+    min_replicas: int = 1
+    max_replicas: int = 16
+    gpus: int = 1
+    cpu_milli: int = 4000
+    memory_mib: int = 16 * 1024
+
+
+ELASTIC_PRIORITY = -1
+
+
 @dataclass
 class _Run:
     pod: int
     where: Where
     placement: Placement
     start: float
+
+
+@dataclass
+class _ElasticRun:
+    """An elastic job of the replay: its job, one replica's request, where its replicas are
+    bound (replica index order) and its placement (None: waiting)."""
+
+    job: Job
+    req: PodRequest
+    wheres: list[Where] = field(default_factory=list)
+    placement: Placement | None = None
 
 
 @dataclass
@@ -97,11 +142,27 @@ class DynamicResult:
     lost_gpu_hours: dict[str, float] = field(default_factory=dict)  # per class
     fragmentation: list[float] = field(default_factory=list)  # fragmented share of all GPUs
     large_delays: list[float] = field(default_factory=list)  # pods of >= Timing.large_gpus
+    gpus: float = 0.0  # the fleet's
+    # elastic jobs (`ElasticLoad`), over the whole replay: GPU-hours held, GPU-hours held above
+    # their minimum (gained from capacity nothing else used), replicas given back to let
+    # higher priority in, and whole evictions
+    elastic_gpu_hours: float = 0.0
+    elastic_gained_gpu_hours: float = 0.0
+    elastic_shrinks: int = 0
+    elastic_evictions: int = 0
+
+    def idle_gpu_hours(self) -> float:
+        """GPU-hours no pod held over the whole replay (first arrival to last departure)."""
+        t, u = np.array(self.times), np.array(self.utilization)
+        if t.size < 2:
+            return 0.0
+        return float(np.sum((1 - u[:-1]) * np.diff(t)) * self.gpus / 3600)
 
     def summary(self) -> dict[str, Any]:
         """Headline numbers for the CLI and the benchmark."""
         out: dict[str, Any] = {"preemptions": self.preemptions, "never_started": self.never_started}
         out["lost_gpu_hours"] = round(sum(self.lost_gpu_hours.values()), 1)
+        out["idle_gpu_hours"] = round(self.idle_gpu_hours(), 1)
         for cls, hours in self.lost_gpu_hours.items():
             out[f"lost_gpu_hours_{cls}"] = round(hours, 2)
         delays = {**self.delays, "large": self.large_delays}
@@ -112,6 +173,11 @@ class DynamicResult:
                     out[f"{name}_p{q}_s_{cls}"] = round(float(np.percentile(arr, q)), 1)
         for cls, count in self.preempted.items():
             out[f"preempted_{cls}"] = count
+        if self.elastic_gpu_hours:
+            out["elastic_gpu_hours"] = round(self.elastic_gpu_hours, 1)
+            out["elastic_gained_gpu_hours"] = round(self.elastic_gained_gpu_hours, 1)
+            out["elastic_shrinks"] = self.elastic_shrinks
+            out["elastic_evictions"] = self.elastic_evictions
         t = np.array(self.times)
         inside = t <= self.window_end
         for key, values in (
@@ -196,6 +262,7 @@ class _Loop:
         frag_model: FragModel,
         timing: Timing = Timing(),
         fifo: bool = False,
+        elastic: ElasticLoad | None = None,
     ) -> None:
         self.hub, self.pool, self.pods, self.config = hub, hub.pool, pods, config
         self.arrivals = arrivals
@@ -234,6 +301,10 @@ class _Loop:
         self.next_run = 0
         self.times: list[float] = []
         self.util: list[float] = []
+        self.elastic = {e.job.id: e for e in _elastic_runs(hub, elastic, min(arrivals, default=0))}
+        self.elastic_min = elastic.min_replicas if elastic is not None else 0
+        self.elastic_gpu_s = self.elastic_gained_gpu_s = 0.0
+        self.elastic_shrinks = self.elastic_evictions = 0
 
     def start(self, k: int, where: Where, now: float) -> None:
         run = self.next_run
@@ -250,7 +321,8 @@ class _Loop:
         return r.pod
 
     def cycle(self, now: float) -> bool:
-        """One cycle of the core over the head of the queue; True if it preempted."""
+        """One cycle of the core over the head of the queue; True if it preempted, resized or
+        started an elastic job (the next cycle at the same instant may decide more)."""
         head = sorted(self.pending, key=lambda k: (-self.rank[k], self.arrivals[k], k))[:HEAD]
         running = [r.placement for r in self.runs.values()]
         if self.timing.timed:  # the core reads how long each has run
@@ -258,10 +330,23 @@ class _Loop:
                 replace(r.placement, job=replace(r.placement.job, runtime_s=now - r.start))
                 for r in self.runs.values()
             ]
+        waiting = [e.job for e in self.elastic.values() if e.placement is None]
+        running += [e.placement for e in self.elastic.values() if e.placement is not None]
         result = self.hub.cycle(
-            [self.jobs[k] for k in head], self.config, now, running, list(self.reserved.values())
+            [self.jobs[k] for k in head] + waiting,
+            self.config,
+            now,
+            running,
+            list(self.reserved.values()),
         )
+        for resized in [*(r for p in result.preempted for r in p.shrunk), *result.grown]:
+            self._resize(self.elastic[resized.placement.job.id], resized.placement)
+        again = bool(result.grown)
         for placed in result.placed:
+            if placed.placement.job.id in self.elastic:
+                self._start_elastic(self.elastic[placed.placement.job.id], placed.placement)
+                again = True
+                continue
             k = int(placed.placement.job.id)
             where = self.hub.bind(placed.placement.cluster, self.reqs[k])
             if where is not None:  # else the cluster's nodes filled up in this cycle: retry
@@ -271,6 +356,9 @@ class _Loop:
         for preempted in result.preempted:
             self.reserved[preempted.preemptor.id] = preempted.reservation
             for victim in preempted.victims:
+                if victim.job.id in self.elastic:
+                    self._evict_elastic(self.elastic[victim.job.id])
+                    continue
                 run = self.running[victim.job.id]
                 k = self.runs[run].pod
                 ran = now - self.runs[run].start
@@ -280,13 +368,76 @@ class _Loop:
                 self.pending[self.stop(run)] = None
                 self.preemptions += 1
                 self.preempted[self.prio[k]] += 1
-        return bool(result.preempted)
+        return again or bool(result.preempted)
+
+    def _bind(self, e: _ElasticRun, cluster: str, flavor: str, replicas: int) -> None:
+        """Bind replicas of `e` on `cluster` up to `replicas` (as many as the nodes take)."""
+        req = replace(e.req, models=frozenset({flavor}))
+        while len(e.wheres) < replicas:
+            where = self.hub.bind(cluster, req)
+            if where is None:
+                break
+            e.wheres.append(where)
+
+    def _unbind(self, e: _ElasticRun, keep: int) -> None:
+        """Release the replicas of `e` past the first `keep` (the highest indices leave)."""
+        while len(e.wheres) > keep:
+            node, devices = e.wheres.pop()
+            self.pool.remove(node, e.req, devices)
+
+    def _hold(self, e: _ElasticRun, cluster: str, flavor: str) -> None:
+        job = e.job.with_replicas(0, len(e.wheres))
+        replicas = tuple(
+            ReplicaPlacement(0, self.pool.names[node], devices) for node, devices in e.wheres
+        )
+        e.placement = Placement(job, cluster, (flavor,), replicas)
+
+    def _start_elastic(self, e: _ElasticRun, placed: Placement) -> None:
+        floor = e.job.tasks[0].floor
+        self._bind(e, placed.cluster, placed.flavors[0], placed.job.tasks[0].replicas)
+        if len(e.wheres) < floor:  # the nodes filled up in this cycle: wait for the next
+            self._unbind(e, 0)
+            return
+        self._hold(e, placed.cluster, placed.flavors[0])
+
+    def _resize(self, e: _ElasticRun, resized: Placement) -> None:
+        wanted = resized.job.tasks[0].replicas
+        if wanted < len(e.wheres):
+            self.elastic_shrinks += 1
+            self._unbind(e, wanted)
+        else:
+            self._bind(e, resized.cluster, resized.flavors[0], wanted)
+        self._hold(e, resized.cluster, resized.flavors[0])
+
+    def _evict_elastic(self, e: _ElasticRun) -> None:
+        self._unbind(e, 0)
+        e.placement = None
+        self.elastic_evictions += 1
+
+    def _elastic_wants(self) -> bool:
+        """Whether an elastic job waits or may grow (a cycle could change it)."""
+        return any(
+            e.placement is None or len(e.wheres) < e.job.tasks[0].ceiling
+            for e in self.elastic.values()
+        )
+
+    def _count_elastic(self, since: float, now: float) -> None:
+        """Add the GPU-seconds elastic jobs held from `since` to `now`."""
+        span = now - since
+        for e in self.elastic.values():
+            if e.placement is not None and span:
+                gpus = e.req.gpu_milli / WHOLE
+                self.elastic_gpu_s += len(e.wheres) * gpus * span
+                self.elastic_gained_gpu_s += (len(e.wheres) - self.elastic_min) * gpus * span
 
     def run(self) -> None:
         for k, t in enumerate(self.arrivals):
             heapq.heappush(self.events, (t, 1, k))
+        last = self.events[0][0] if self.events else 0.0
         while self.events:
             now = self.events[0][0]
+            self._count_elastic(last, now)
+            last = now
             changed = False
             while self.events and self.events[0][0] == now:
                 _, kind, ident = heapq.heappop(self.events)
@@ -296,8 +447,9 @@ class _Loop:
                 elif kind == 1:
                     self.pending[ident] = None
                     changed = True
-            for _ in range(PREEMPTION_ROUNDS):  # victims leave at once: the preemptor follows
-                if not (changed and self.pending and self.cycle(now)):
+            # victims leave at once: the preemptor follows; a started elastic job grows
+            for _ in range(PREEMPTION_ROUNDS):
+                if not (changed and (self.pending or self._elastic_wants()) and self.cycle(now)):
                     break
             self.times.append(now)
             total = max(self.pool.total_milli, WHOLE)
@@ -315,12 +467,14 @@ def run_dynamic(
     overload: float | None = None,
     timing: Timing = Timing(),
     fifo: bool = False,
+    elastic: ElasticLoad | None = None,
 ) -> DynamicResult:
     """Replay `pods` with their (compressed) trace times on the GPU nodes of `nodes`, split into
     `clusters` member clusters, the core run with `config`; with `overload`, the trace repeated
     asks that many times the fleet's capacity (`overload_arrivals`) instead of the offered
     `load`; `timing`: run time limits, checkpoints and reservations. With `fifo` the core sees
-    one priority and the queue is in arrival order only (classes are still reported)."""
+    one priority and the queue is in arrival order only (classes are still reported); with
+    `elastic`, elastic jobs run beside the trace below every trace pod's priority."""
     gpu_nodes = sorted((n for n in nodes if n.gpu > 0), key=lambda n: n.name)
     pool = Pool([pool_node(n) for n in gpu_nodes])
     timed = [p for p in pods if p.creation_time is not None]
@@ -338,7 +492,8 @@ def run_dynamic(
         reservation_min_devices=timing.large_gpus,
         reservations_per_queue=timing.reservations,
     )
-    loop = _Loop(hub, timed, arrivals, config, FragModel(workload, pool.model_names), timing, fifo)
+    frag = FragModel(workload, pool.model_names)
+    loop = _Loop(hub, timed, arrivals, config, frag, timing, fifo, elastic)
     loop.run()
     delays: dict[str, list[float]] = {c: [] for c in CLASSES}
     completions: dict[str, list[float]] = {c: [] for c in CLASSES}
@@ -364,4 +519,29 @@ def run_dynamic(
         },
         fragmentation=loop.fragmentation,
         large_delays=large,
+        gpus=pool.total_milli / WHOLE,
+        elastic_gpu_hours=loop.elastic_gpu_s / 3600,
+        elastic_gained_gpu_hours=loop.elastic_gained_gpu_s / 3600,
+        elastic_shrinks=loop.elastic_shrinks,
+        elastic_evictions=loop.elastic_evictions,
     )
+
+
+def _elastic_runs(hub: Hub, load: ElasticLoad | None, at: float) -> list[_ElasticRun]:
+    """The elastic jobs of `load`, arriving at `at`."""
+    if load is None:
+        return []
+    req = PodRequest(load.cpu_milli, load.memory_mib, DeviceRequest(load.gpus))
+    options = tuple(FlavorOption(m, count=load.gpus) for m in hub.models)
+    task = Task(
+        "train",
+        load.min_replicas,
+        load.cpu_milli,
+        load.memory_mib,
+        AcceleratorRequest(options),
+        elastic=Elastic(load.min_replicas, load.max_replicas),
+    )
+    return [
+        _ElasticRun(Job(f"elastic-{i}", QUEUE, (task,), ELASTIC_PRIORITY, True, at), req)
+        for i in range(load.jobs)
+    ]

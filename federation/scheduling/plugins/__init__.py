@@ -6,6 +6,7 @@ from federation.scheduling.plugins.constraints import Constraints
 from federation.scheduling.plugins.cost import Cost
 from federation.scheduling.plugins.flavor_availability import FlavorAvailability
 from federation.scheduling.plugins.gang_fit import GangFit
+from federation.scheduling.plugins.growth_room import GrowthRoom
 from federation.scheduling.plugins.live_load import LiveLoad
 from federation.scheduling.plugins.locality import Locality
 from federation.scheduling.plugins.packing import Packing
@@ -29,6 +30,7 @@ DEFAULT_REGISTRY = Registry(
         "cost": Cost,
         "retry": Retry,
         "live_load": LiveLoad,
+        "growth_room": GrowthRoom,
     },
 )
 
@@ -39,6 +41,7 @@ __all__ = [
     "Cost",
     "FlavorAvailability",
     "GangFit",
+    "GrowthRoom",
     "LiveLoad",
     "Locality",
     "Packing",

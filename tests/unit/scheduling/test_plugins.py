@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from bench.core_throughput import build
+from federation.scheduling import DEFAULT_CONFIG
 from federation.scheduling.cycle import schedule
 from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Constraints, Taint
@@ -14,6 +15,7 @@ from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.status import Code
 
 from .builders import H100, cluster, job, node, pool, snapshot
+from .test_elastic import elastic
 
 
 def test_untolerated_taints_keep_jobs_off_nodes_and_are_unresolvable() -> None:
@@ -58,8 +60,10 @@ def test_placed_result_explains_its_scores() -> None:
         "locality",
         "retry",
         "live_load",
+        "growth_room",
         "total",
     }
+    assert placed.scores["growth_room"] == 0  # a fixed job cannot grow: 0 everywhere
     assert placed.reason.startswith("a: score ")
 
 
@@ -78,3 +82,18 @@ def test_an_unaccepted_cluster_gets_no_work_while_an_accepted_one_does() -> None
     alone = schedule(snapshot([pending]), [job("k", H100)], now=0)
     assert not alone.placed
     assert alone.pending[0].reasons["pending"].reason.startswith("cluster not accepted")
+
+
+def test_elastic_jobs_placed_in_one_cycle_start_where_they_have_room_to_grow() -> None:
+    # Two clusters of 8 devices; packing and the queue's locality alone would put both 2..8
+    # jobs on the first one, where only one of them could ever grow.
+    snap = snapshot([cluster("a", pool("a", 1)), cluster("b", pool("b", 1))])
+    result = schedule(snap, [elastic("e1", 2, 8), elastic("e2", 2, 8)], now=0)
+    assert sorted(p.placement.cluster for p in result.placed) == ["a", "b"]
+    rooms = sorted(p.scores["growth_room"] for p in result.placed)
+    assert rooms == [100.0, 100.0]  # each grows to 8 where it is
+    without = replace(
+        DEFAULT_CONFIG, score_weights={**DEFAULT_CONFIG.score_weights, "growth_room": 0}
+    )
+    packed = schedule(snap, [elastic("e1", 2, 8), elastic("e2", 2, 8)], now=0, config=without)
+    assert {p.placement.cluster for p in packed.placed} == {"a"}

@@ -7,7 +7,13 @@ from dataclasses import replace
 import pytest
 
 from federation.scheduling import DEFAULT_CONFIG
-from federation.simulation.dynamic import Timing, arrival_times, overload_arrivals, run_dynamic
+from federation.simulation.dynamic import (
+    ElasticLoad,
+    Timing,
+    arrival_times,
+    overload_arrivals,
+    run_dynamic,
+)
 from federation.simulation.trace import TraceNode, TracePod
 
 NO_PREEMPTION = replace(DEFAULT_CONFIG, preemption=False)
@@ -89,3 +95,23 @@ def test_checkpoints_cut_the_work_lost_and_the_restart() -> None:
     # "be" arrives at 0.25 (the 1st percentile), runs 24.75 s, checkpointed at 20 s
     assert result.lost_gpu_hours == {"low": pytest.approx(4.75 / 3600), "mid": 0.0, "high": 0.0}
     assert result.completions["low"] == [pytest.approx(204.75)]  # restarts at 125, 80 s left
+
+
+def test_elastic_jobs_fill_idle_gpus_and_give_them_back_to_the_trace() -> None:
+    # 8 GPUs; a 4-GPU pod runs 0..100 and another arrives at 200 for 100 s. One elastic job
+    # (1 to 8 one-GPU replicas, below every trace pod) starts beside the first, grows into
+    # the idle GPUs, gives back 4 when the second arrives (no eviction: it stays above its
+    # minimum), and grows again when that one leaves.
+    pods = [gpus("a", "LS", 0, 4, 100), gpus("b", "BE", 200, 4, 100)]
+    load = ElasticLoad(jobs=1, min_replicas=1, max_replicas=8)
+    result = run_dynamic(EIGHT, pods, "fgd", load=0.0, elastic=load)
+    assert result.delays == {"low": [0.0], "mid": [], "high": [0.0]}  # nobody waited
+    assert result.elastic_shrinks == 1 and result.elastic_evictions == 0 and result.preemptions == 0
+    # `a` arrives at 2 (the replay starts at the first percentile of arrivals): the job held
+    # 4 GPUs while `a` ran (2..102), 8 until `b` came (..200), 4 while it ran (..300)
+    assert result.times == [2.0, 102.0, 200.0, 300.0]
+    assert result.elastic_gpu_hours == pytest.approx((4 * 100 + 8 * 98 + 4 * 100) / 3600)
+    assert result.elastic_gained_gpu_hours == pytest.approx((3 * 100 + 7 * 98 + 3 * 100) / 3600)
+    alone = run_dynamic(EIGHT, pods, "fgd", load=0.0)
+    assert alone.idle_gpu_hours() == pytest.approx((4 * 100 + 8 * 98 + 4 * 100) / 3600)
+    assert result.idle_gpu_hours() == pytest.approx(0.0)
