@@ -145,10 +145,13 @@ class Fleet:
         profile: Path = PROFILE_PATH,
         hub_url: str | None = None,
     ) -> SimulatedCluster:
-        """Simulate `profile_cluster` of a node profile as cluster `name`, with its agent."""
+        """Simulate `profile_cluster` of a node profile as cluster `name`, with its agent (its
+        pods' loopback addresses a block of their own)."""
         entry = next(c for c in load_profile(profile).clusters if c.name == profile_cluster)
         nodes = [SimNodeSpec(n.name, n.labels, n.capacity, n.annotations) for n in entry.nodes]
-        sim = SimulatedCluster(self.catalog, nodes, time_scale=self.time_scale)
+        sim = SimulatedCluster(
+            self.catalog, nodes, time_scale=self.time_scale, pod_block=len(self.clusters)
+        )
         await self.attach(name, sim, region=region, hub_url=hub_url)
         return sim
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,7 +34,8 @@ def simulated_backend(
         SimNodeSpec(n.name, n.labels, n.capacity, n.annotations)
         for n in profile[args.cluster].nodes
     ]
-    return SimulatedCluster(catalog, nodes, time_scale=args.time_scale)
+    block = zlib.crc32(args.cluster.encode())  # pod addresses apart from other clusters'
+    return SimulatedCluster(catalog, nodes, time_scale=args.time_scale, pod_block=block)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,6 +29,13 @@ a failed reconciliation is retried. A hub answer of 4xx is permanent for that re
 status or inventory report is dropped, a refused registration retried at the longest back-off.
 See docs/failover.md.
 
+Services: a shard's (`Assignment.service`) pods restart in place and never succeed; the
+agent puts a ClusterIP Service in front of them (`apply_service` whenever what it should be
+changes), rolls them over to a newer template generation one replica at a time
+(`cluster_agents.agent.rollout`), reads an autoscaled shard's metric from its ready pods
+(`cluster_agents.agent.metric_reader`) and reports it all as `StatusUpdate.serving`, sent again
+when any of it changes (at most once per metric reading for the metric).
+
 Gangs: their pods are created behind a scheduling gate, and the gates are lifted only once
 every pod of the gang exists (`gates_to_lift`), so the extender sees the whole gang at bind.
 Where the vendor's collective library reads a rank table, the agent rewrites the placement's
@@ -46,11 +53,14 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus
+from cluster_agents.agent import rollout
+from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus, ShardService
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
 from cluster_agents.agent.logs import LogStreamer
+from cluster_agents.agent.metric_reader import MetricReader, Target, pod_url
 from cluster_agents.agent.ranktable import RankTableMount, placement_tables
 from cluster_agents.agent.render import RenderError, render
+from cluster_agents.agent.serving import serving_status, shard_service
 from cluster_agents.agent.status import latest, next_attempt, replica_statuses, summarize
 from cluster_agents.agent.telemetry import TelemetryLoop
 from federation.aio import cancel_all, sleep_unless_stopped
@@ -86,9 +96,10 @@ class AgentConfig:
     backoff_max_s: float = 30.0
     keep_finished_s: float = 3600.0  # finished pods outlive their placement this long (logs)
     telemetry_interval_s: float = 10.0  # device exporters are read this often
+    metric_interval_s: float = 5.0  # autoscaled services' pods are read this often
 
 
-Said = tuple[str, str, str, tuple[tuple[object, ...], ...]]
+Said = tuple[str, str, str, tuple[tuple[object, ...], ...], object]
 
 
 def _said(update: StatusUpdate) -> Said:
@@ -97,7 +108,7 @@ def _said(update: StatusUpdate) -> Said:
         (r.task, r.replica, r.attempt, r.phase, r.node, r.exit_code, r.reason, r.restarts)
         for r in update.replicas
     )
-    return update.state, update.reason, update.message, replicas
+    return update.state, update.reason, update.message, replicas, update.serving
 
 
 def gates_to_lift(wanted: dict[str, PodSpec], pods: list[PodStatus]) -> list[str]:
@@ -160,6 +171,11 @@ class Agent:
         self._sent: dict[str, NodeInfo] = {}
         self._finished: dict[str, float] = {}  # kept finished pod -> when first seen fenced
         self._tables: dict[tuple[str, RankTableMount], str] = {}  # rank tables as last written
+        # each service shard's Service as last applied, and its cluster IP
+        self._services: dict[str, tuple[ShardService, str]] = {}
+        self.metrics_reader = MetricReader(
+            self._metric_targets, lambda: self._wake.set(), interval_s=config.metric_interval_s
+        )
         self._generation = 0
         self._wake = asyncio.Event()
         self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
@@ -195,12 +211,14 @@ class Agent:
         streams = asyncio.create_task(LogStreamer(self.backend, self.hub).run(stop))
         try:
             if await self._start_backend(stop):
-                telemetry = asyncio.create_task(self.telemetry.run(stop))
+                readers = [
+                    asyncio.create_task(self.telemetry.run(stop)),
+                    asyncio.create_task(self.metrics_reader.run(stop)),
+                ]
                 try:
                     await self._sessions(stop)
                 finally:
-                    telemetry.cancel()
-                    await asyncio.gather(telemetry, return_exceptions=True)
+                    await cancel_all(readers)
         finally:
             lease.cancel()
             streams.cancel()
@@ -406,40 +424,64 @@ class Agent:
         self._wake.clear()
         await asyncio.sleep(self.config.debounce_s)
 
-    def _wanted(self, pods: list[PodStatus]) -> dict[str, PodSpec]:
+    def _wanted(self, pods: list[PodStatus]) -> tuple[dict[str, PodSpec], set[str]]:
         """The pods of the active assignments, each replica at the attempt it should run: the
-        next one after a failure of its own, up to the job's `backoffLimit` (`next_attempt`)."""
+        next one after a failure of its own, up to the job's `backoffLimit` (`next_attempt`);
+        a service's replicas at the step of their rolling update (`rollout.plan`: its pods
+        restart in place, never as a next attempt). Also the names of the older-generation
+        pods the rollouts keep for now."""
         current = latest(pods)
         wanted: dict[str, PodSpec] = {}
+        kept: set[str] = set()
         for job, assignment in self.active.items():
             limit = assignment.failure_policy.backoff_limit
+            serving = assignment.service
             attempts = {
                 (t.task.name, r): next_attempt(
                     current.get((job, assignment.epoch, t.task.name, r)), limit
                 )
                 for t in assignment.tasks
                 for r in range(t.task.replicas)
+                if serving is None
             }
+            steps = {
+                t.task.name: rollout.plan(
+                    serving.generation,
+                    t.task.replicas,
+                    (
+                        p
+                        for p in pods
+                        if (p.job, p.epoch, p.task) == (job, assignment.epoch, t.task.name)
+                    ),
+                )
+                for t in assignment.tasks
+                if serving is not None
+            }
+            kept.update(name for step in steps.values() for name in step.keep)
             try:
                 for pod in render(assignment, self.config.namespace, self.catalog, attempts):
-                    wanted[pod.name] = pod
+                    if serving is None or pod.replica in steps[pod.task].current:
+                        wanted[pod.name] = pod
             except RenderError as exc:
                 log.error("cannot render job %s: %s", assignment.job, exc)
-        return wanted
+        return wanted, kept
 
     async def reconcile(self) -> None:
         """Create missing pods, delete fenced ones, and report what changed."""
         start = time.perf_counter()
         pods = self.backend.pods()
-        wanted = self._wanted(pods)
+        wanted, kept = self._wanted(pods)
         existing = {p.name for p in pods}
         missing = [spec for name, spec in wanted.items() if name not in existing]
         if missing:
             await self.backend.create_pods(missing)
             self.metrics.apply_seconds.observe(time.perf_counter() - start)
             pods = self.backend.pods()
+        await self._apply_services()
         if self.caught_up:
-            fenced = self._expired([p for p in pods if p.name not in wanted and not p.deleting])
+            fenced = self._expired(
+                [p for p in pods if p.name not in wanted and p.name not in kept and not p.deleting]
+            )
             if fenced:
                 await self._delete(fenced)
         lift = gates_to_lift(wanted, pods)
@@ -447,6 +489,37 @@ class Agent:
             await self.backend.ungate_pods(lift)
         await self._write_rank_tables(wanted, pods)
         await self._report(pods)
+
+    async def _apply_services(self) -> None:
+        """Apply each active shard's Service when it should differ from what was applied (once
+        per shard after a restart: the agent does not know what the cluster holds)."""
+        wanted = {
+            job: shard_service(a, a.service, self.config.namespace)
+            for job, a in self.active.items()
+            if a.service is not None
+        }
+        self._services = {k: v for k, v in self._services.items() if wanted.get(k) == v[0]}
+        for job, service in wanted.items():
+            if job not in self._services:
+                try:
+                    self._services[job] = (service, await self.backend.apply_service(service))
+                except Exception as exc:  # the cluster's API failed: again at the next pass
+                    log.warning("cannot apply service %s of job %s: %s", service.name, job, exc)
+
+    def _metric_targets(self) -> list[Target]:
+        """The ready pods of the autoscaled shards, for the metric reader."""
+        ready: defaultdict[tuple[str, int], list[str]] = defaultdict(list)
+        for pod in self.backend.pods():
+            if pod.ready and pod.pod_ip:
+                ready[(pod.job, pod.epoch)].append(pod.pod_ip)
+        targets = []
+        for job, assignment in self.active.items():
+            scaling = assignment.service.autoscaling if assignment.service else None
+            if scaling is not None:
+                ips = ready.get((job, assignment.epoch), [])
+                urls = tuple(pod_url(ip, scaling.port, scaling.path) for ip in ips)
+                targets.append(Target((job, assignment.epoch), scaling.metric, urls))
+        return targets
 
     async def _write_rank_tables(self, wanted: dict[str, PodSpec], pods: list[PodStatus]) -> None:
         """Write each placement's rank table when it changed (once per table after a restart:
@@ -500,7 +573,9 @@ class Agent:
                 now=self.backend.now(),
                 gang_timeout_s=self.gang_timeout_s,
                 fewest=assignment.fewest_replicas,
+                serving=assignment.service is not None,
             )
+            applied = self._services.get(job)
             if summary.state:
                 updates.append(
                     StatusUpdate(
@@ -513,6 +588,15 @@ class Agent:
                         succeeded=summary.succeeded,
                         failed=summary.failed,
                         replicas=replica_statuses(placed),
+                        serving=serving_status(
+                            applied[0],
+                            assignment.service,
+                            applied[1],
+                            [p for p in placed if not p.deleting],
+                            self.metrics_reader.readings.get((job, assignment.epoch)),
+                        )
+                        if assignment.service is not None and applied is not None
+                        else None,
                     )
                 )
         if self.caught_up:

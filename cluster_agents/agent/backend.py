@@ -2,7 +2,7 @@
 
 Everything above this interface (registration, inventory sync, assignments, fencing, status)
 is the same code for real and simulated clusters; a backend only lists and watches nodes and
-pods and creates or deletes pods.
+pods, creates or deletes pods, and puts a Service in front of a service shard's pods.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from cluster_agents.agent.ranktable import RankTableMount
+from federation.compiled import CompiledPort
 from federation.podtemplate import PodTemplate
 from federation.wire.agent import NodeInfo, PodPhase
 from federation.wire.telemetry import DeviceTelemetry, NodeMarks
@@ -74,6 +75,22 @@ class PodSpec:
     gated: bool = False  # created with the `GANG_GATE` scheduling gate
     rank_table: RankTableMount | None = None  # mounted in `container`, named by its variable
     attempt: int = 1  # the replica's run in this placement: 2 and on after failures in place
+    # Never: a batch replica ends and the agent decides about retries; Always: a service's
+    # containers are restarted in place by the kubelet
+    restart_policy: Literal["Never", "Always"] = "Never"
+
+
+@dataclass(frozen=True)
+class ShardService:
+    """The ClusterIP Service in front of a service shard's pods (every generation of them):
+    named after the service, in the tenant's namespace, selecting the placement's pods."""
+
+    name: str
+    namespace: str
+    tenant: str
+    job: str
+    epoch: int
+    ports: tuple[CompiledPort, ...]
 
 
 @dataclass(frozen=True)
@@ -99,6 +116,8 @@ class PodStatus:
     attempt: int = 1  # `ATTEMPT_LABEL`: the replica's run in its placement
     exit_code: int | None = None  # of the container that failed (else of the first that ended)
     restarts: int = 0  # container restarts, all containers together
+    ready: bool = False  # its Ready condition (a service's pods pass their readiness probe)
+    generation: int = 0  # `GENERATION_LABEL`: a service pod's template generation (0: none)
 
 
 class LogError(Exception):
@@ -146,6 +165,10 @@ class ClusterBackend(Protocol):
 
     async def write_rank_table(self, namespace: str, mount: RankTableMount, content: str) -> None:
         """Replace the content of a placement's rank table (created with its pods)."""
+
+    async def apply_service(self, service: ShardService) -> str:
+        """Create the shard's Service or bring it in step (ports, placement); return its
+        cluster IP ("": none). It is deleted with the placement's last pod (`delete_pods`)."""
 
     def pod_logs(
         self, name: str, container: str, *, follow: bool, tail: int | None, limit_bytes: int

@@ -163,6 +163,7 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
             labels=_labels(args.label),
             keep_finished_s=args.keep_finished,
             telemetry_interval_s=args.telemetry_interval,
+            metric_interval_s=args.metric_interval,
         ),
         make_backend(args, catalog, registry),
         catalog,
@@ -258,6 +259,13 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="read the exporters this often; the hub hears of a device only when its reading"
         " moved (default 10)",
+    )
+    p.add_argument(
+        "--metric-interval",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="read the scaling metric of autoscaled services' ready pods this often (default 5)",
     )
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
     p.add_argument(

@@ -29,10 +29,14 @@ class RenderError(ValueError):
     """The assignment cannot be turned into pods (a task without accelerators or image)."""
 
 
-def pod_name(job: str, epoch: int, task: str, replica: int, attempt: int = 1) -> str:
+def pod_name(
+    job: str, epoch: int, task: str, replica: int, attempt: int = 1, generation: int = 1
+) -> str:
     """Deterministic pod name: the same assignment always renders the same names; a replica's
-    later attempts (runs again in place) end in `-a<attempt>`."""
+    later attempts (runs again in place) end in `-a<attempt>`, a service replica's pods of a
+    later template generation (its rolling update's replacements) in `-g<generation>`."""
     again = f"-a{attempt}" if attempt > 1 else ""
+    again += f"-g{generation}" if generation > 1 else ""
     return f"sp-{job[:8]}-e{epoch}-{task}-{replica}"[: 63 - len(again)].rstrip("-") + again
 
 
@@ -52,6 +56,16 @@ def _master(assignment: Assignment) -> tuple[str, int]:
     with accelerators, else of the first task."""
     first = next((t for t in assignment.tasks if t.device is not None), assignment.tasks[0])
     return first.task.name, 0
+
+
+def identity_env(assignment: Assignment, task: str, replica: int) -> dict[str, str]:
+    """Which job, task and replica a pod runs (every pod; a service's pods get only these)."""
+    return {
+        "SUANPAN_JOB_ID": str(assignment.job),
+        "SUANPAN_JOB_NAME": assignment.name,
+        "SUANPAN_TASK": task,
+        "SUANPAN_REPLICA": str(replica),
+    }
 
 
 def rendezvous_env(
@@ -74,11 +88,8 @@ def rendezvous_env(
     port = str(MASTER_PORT)
     fewest, most = assignment.fewest_replicas, assignment.most_replicas
     world = str(assignment.replicas) if fewest == most else None
-    env = {
-        "SUANPAN_JOB_ID": job,
-        "SUANPAN_JOB_NAME": assignment.name,
-        "SUANPAN_TASK": task,
-        "SUANPAN_REPLICA": str(replica),
+    env: dict[str, str | None] = {
+        **identity_env(assignment, task, replica),
         "RANK": str(rank),
         "WORLD_SIZE": world,
         "LOCAL_WORLD_SIZE": str(local_world_size),
@@ -166,12 +177,19 @@ def render(
     before it may hold, so a resize moves no pod's rank), and an accelerator pod the vendor's
     `runtime_env`; where the vendor's collective library reads a rank table, the pod mounts
     the placement's (`cluster_agents.agent.ranktable`).
+
+    A service's shard (`assignment.service`) is no collective: its replicas are no gang (a
+    shard starts as a gang of one, which needs no gate), have no headless Service, rank table
+    or rendezvous variables (only `identity_env`), restart in place (`restartPolicy: Always`)
+    and carry the template generation (`GENERATION_LABEL`, and in the name past the first).
     """
     job = str(assignment.job)
     namespace = tenant_namespace(prefix, assignment.tenant)
     hints = {(h.task, h.replica): h for h in assignment.hints}
+    serving = assignment.service
+    generation = serving.generation if serving is not None else 1
     # an elastic placement may grow: its first pods get the gang and names the later join
-    several = assignment.most_replicas > 1
+    several = assignment.most_replicas > 1 and serving is None
     gang = f"{job}-e{assignment.epoch}" if assignment.gang and several else ""
     binding = sum(t.task.replicas for t in assignment.tasks if t.device is not None)
     service = service_name(job, assignment.epoch) if several else ""
@@ -199,7 +217,7 @@ def render(
             if model is not None:
                 env_from = visible_env(model)
                 vendor_env = runtime_env(model, option)
-                if model.runtime.rank_table:
+                if model.runtime.rank_table and serving is None:
                     cm = config_map_name(job, assignment.epoch)
                     table = RankTableMount(cm, model.runtime.rank_table)
             if gang:
@@ -215,9 +233,22 @@ def render(
                     f"{hint.node}:{','.join(map(str, hint.devices))}"
                 )
             attempt = (attempts or {}).get((task.name, replica), 1)
-            name = pod_name(job, assignment.epoch, task.name, replica, attempt)
+            name = pod_name(job, assignment.epoch, task.name, replica, attempt, generation)
             first = pod_name(job, assignment.epoch, task.name, replica)
             local = option.count if option is not None else 1
+            labels = {
+                ann.MANAGED_LABEL: "true",
+                ann.JOB_LABEL: job,
+                ann.TASK_LABEL: task.name,
+                ann.REPLICA_LABEL: str(replica),
+                ann.EPOCH_LABEL: str(assignment.epoch),
+                ann.ATTEMPT_LABEL: str(attempt),
+            }
+            if serving is not None:
+                labels[ann.GENERATION_LABEL] = str(generation)
+                env = identity_env(assignment, task.name, replica)
+            else:
+                env = rendezvous_env(assignment, task.name, replica, rank, local)
             pods.append(
                 PodSpec(
                     name=name,
@@ -230,21 +261,14 @@ def render(
                     template=task.pod,
                     container=task.container,
                     image=image,
-                    labels={
-                        ann.MANAGED_LABEL: "true",
-                        ann.JOB_LABEL: job,
-                        ann.TASK_LABEL: task.name,
-                        ann.REPLICA_LABEL: str(replica),
-                        ann.EPOCH_LABEL: str(assignment.epoch),
-                        ann.ATTEMPT_LABEL: str(attempt),
-                    },
+                    labels=labels,
                     annotations=pod_annotations,
                     requests=requests,
                     cpu_milli=task.pod_cpu_milli,
                     memory_mib=task.pod_memory_mib,
-                    env=vendor_env | rendezvous_env(assignment, task.name, replica, rank, local),
+                    env=vendor_env | env,
                     hostname=hostname(assignment.name, task.name, replica, first)
-                    if service
+                    if service or serving is not None
                     else "",
                     service=service,
                     tolerations=tolerations,
@@ -257,6 +281,7 @@ def render(
                     gated=bool(gang),
                     rank_table=table,
                     attempt=attempt,
+                    restart_policy="Always" if serving is not None else "Never",
                 )
             )
         first_rank += task.ceiling

@@ -4,7 +4,8 @@ run again in place after a failure (pure).
 A replica's pods are its attempts (`PodStatus.attempt`, 1 and up); only its latest counts. A
 latest attempt that failed for a reason of its own (not a lost node: that is the placement's
 fate, see `LOST_REASONS`) is run again as the next attempt while its failures do not exceed
-the job's `backoffLimit`; after that the placement is Failed.
+the job's `backoffLimit`; after that the placement is Failed. A service's replica may have
+pods of two template generations during its rolling update: the newer one counts.
 """
 
 from __future__ import annotations
@@ -27,11 +28,14 @@ ReplicaKey = tuple[str, int, str, int]  # job, epoch, task, replica
 
 
 def latest(pods: Iterable[PodStatus]) -> dict[ReplicaKey, PodStatus]:
-    """Each replica's latest attempt among `pods`."""
+    """Each replica's latest pod among `pods`: of its newest generation, its latest attempt."""
     out: dict[ReplicaKey, PodStatus] = {}
     for pod in pods:
         key = (pod.job, pod.epoch, pod.task, pod.replica)
-        if key not in out or out[key].attempt < pod.attempt:
+        if key not in out or (out[key].generation, out[key].attempt) < (
+            pod.generation,
+            pod.attempt,
+        ):
             out[key] = pod
     return out
 
@@ -69,10 +73,10 @@ def _failure(pod: PodStatus) -> ReplicaFailure:
 def replica_statuses(pods: Iterable[PodStatus]) -> list[ReplicaStatus]:
     """The status of each replica's latest pod among one placement's `pods`, with the failure
     of the attempt it replaced while that pod is kept (for its logs)."""
-    attempts = {(p.task, p.replica, p.attempt): p for p in pods}
+    attempts = {(p.task, p.replica, p.generation, p.attempt): p for p in pods}
     out = []
     for pod in sorted(latest(attempts.values()).values(), key=lambda p: (p.task, p.replica)):
-        before = attempts.get((pod.task, pod.replica, pod.attempt - 1))
+        before = attempts.get((pod.task, pod.replica, pod.generation, pod.attempt - 1))
         out.append(
             ReplicaStatus(
                 **_said(pod),
@@ -106,10 +110,12 @@ def summarize(
     now: float,
     gang_timeout_s: float,
     fewest: int | None = None,
+    serving: bool = False,
 ) -> Summary:
     """Aggregate the pods of one (job, epoch) that should have `expected` replicas, each
     counted by its latest attempt; it runs once `fewest` of them run (an elastic placement's
-    minimum: replicas it grew by may still wait for a node; default all).
+    minimum: replicas it grew by may still wait for a node; default all). A service's shard
+    (`serving`) runs once one of its pods is ready, and never succeeds.
 
     Failed wins (with the first real reason), then lost pods (node gone: run again elsewhere),
     then all succeeded, then enough running; pods pending past the gang timeout make the
@@ -117,6 +123,7 @@ def summarize(
     placement is Applied, with reason Unschedulable and the scheduler's message ("0/3 nodes
     are available: ...") while a pod waits for a node.
     """
+    serves = serving and any(p.ready for p in pods)  # an older generation's pod counts too
     pods = list(latest(pods).values())
     running = sum(p.phase == "Running" for p in pods)
     succeeded = sum(p.phase == "Succeeded" for p in pods)
@@ -137,9 +144,12 @@ def summarize(
         return summary("Evicted", lost[0].reason, f"pod {lost[0].name} lost")
     if len(pods) < expected:
         return summary("")
-    if succeeded == expected:
+    if serving:
+        if serves:
+            return summary("Running")
+    elif succeeded == expected:
         return summary("Succeeded")
-    if running and running + succeeded >= (expected if fewest is None else fewest):
+    elif running and running + succeeded >= (expected if fewest is None else fewest):
         return summary("Running")
     waiting = [p for p in pods if p.phase == "Pending" and p.reason in WAITING_REASONS]
     stuck = [p for p in pods if p.phase == "Pending" and now - p.created_at > gang_timeout_s]

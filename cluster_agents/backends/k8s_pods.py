@@ -10,6 +10,8 @@ The reason, first that applies:
 4. a container terminated with a reason other than Completed (OOMKilled, Error, ...);
 5. `PodScheduled=False`: its reason (Unschedulable, SchedulingGated) and message.
 
+It is ready while its `Ready` condition is True, its node Ready and it is not being deleted.
+
 Its exit code is the first non-zero one of a terminated container (init containers first),
 else the last termination's of a container waiting to restart, else the first terminated
 container's; its restarts are all containers' together.
@@ -57,6 +59,8 @@ class ManagedPod:
     attempt: int = 1
     exit_code: int | None = None
     restarts: int = 0
+    ready: bool = False
+    generation: int = 0
 
 
 def _devices(text: str | None) -> tuple[int, ...]:
@@ -187,6 +191,11 @@ def managed_pod(
         attempt=max(1, _int(labels.get(ann.ATTEMPT_LABEL))),
         exit_code=_exit_code(status),
         restarts=sum(int(c.get("restartCount") or 0) for c in _statuses(status)),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or ()
+        ),
+        generation=_int(labels.get(ann.GENERATION_LABEL)),
     )
 
 
@@ -219,4 +228,6 @@ def pod_status(pod: ManagedPod, node_ready: bool | None) -> PodStatus:
         attempt=pod.attempt,
         exit_code=pod.exit_code,
         restarts=pod.restarts,
+        ready=pod.ready and not pod.deleting and node_ready is True,
+        generation=pod.generation,
     )

@@ -3,12 +3,15 @@
 - one owner ConfigMap per (job, epoch): every pod of that placement has an ownerReference
   to it, so deleting the owner makes the garbage collector delete the pods;
 - the pods, from the task's pod template: requests equal limits, restartPolicy Never (the hub
-  decides about retries), no service account token unless the template names a service
+  decides about retries; Always for a service's pods: the kubelet restarts them in place, its
+  probes decide when they are Ready), no service account token unless the template names a service
   account; env vars read from annotations the extender writes at bind (a `fieldRef`, resolved
   at container start), a required node affinity avoiding accelerator nodes for CPU-only pods
   ANDed into the user's, tolerations added to the user's, and the gang's scheduling gate;
 - a headless Service per placement of more than one pod (owned like the pods), the pods'
   subdomain, so `<hostname>.<service>` resolves for rendezvous;
+- a ClusterIP Service per service shard, named after the service, selecting the placement's
+  pods (every template generation) on the service's ports;
 - a rank-table ConfigMap per placement whose vendor's collective library reads one (owned like
   the pods), mounted as a directory in each pod's task container;
 - a PriorityClass per hub priority class, preemptionPolicy Never: the hub chooses victims,
@@ -26,7 +29,7 @@ from kubernetes_asyncio.client import (
     V1PriorityClass,
 )
 
-from cluster_agents.agent.backend import NodeExclusion, PodSpec, Toleration
+from cluster_agents.agent.backend import NodeExclusion, PodSpec, ShardService, Toleration
 from cluster_agents.agent.ranktable import RankTableMount
 from federation.wire import annotations as ann
 
@@ -47,7 +50,7 @@ def render_owner(job: str, epoch: int, namespace: str) -> V1ConfigMap:
         metadata=V1ObjectMeta(
             name=owner_name(job, epoch),
             namespace=namespace,
-            labels={ann.MANAGED_LABEL: "true", ann.JOB_LABEL: job, ann.EPOCH_LABEL: str(epoch)},
+            labels=placement_labels(job, epoch),
         ),
     )
 
@@ -129,7 +132,7 @@ def render_pod(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
     tolerations = [*pod.get("tolerations", []), *map(_toleration, spec.tolerations)]
     node_selector = {**pod.get("nodeSelector", {}), **spec.node_selector}
     pod |= {
-        "restartPolicy": "Never",
+        "restartPolicy": spec.restart_policy,
         "schedulerName": spec.scheduler_name or None,
         "nodeSelector": node_selector or None,
         "tolerations": tolerations or None,
@@ -169,10 +172,41 @@ def render_service(spec: PodSpec, owner: V1OwnerReference) -> dict[str, Any]:
         "metadata": _placement_metadata(spec.service, spec, owner),
         "spec": {
             "clusterIP": "None",
-            "selector": {ann.JOB_LABEL: spec.job, ann.EPOCH_LABEL: str(spec.epoch)},
+            "selector": placement_selector(spec.job, spec.epoch),
             "publishNotReadyAddresses": True,
         },
     }
+
+
+def render_shard_service(service: ShardService) -> dict[str, Any]:
+    """The ClusterIP Service of a service shard: the in-cluster address of its ready pods."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": service.name,
+            "namespace": service.namespace,
+            "labels": placement_labels(service.job, service.epoch),
+        },
+        "spec": {
+            "type": "ClusterIP",
+            "selector": placement_selector(service.job, service.epoch),
+            "ports": [
+                {"name": p.name, "port": p.port, "targetPort": p.port, "protocol": p.protocol}
+                for p in service.ports
+            ],
+        },
+    }
+
+
+def placement_selector(job: str, epoch: int) -> dict[str, str]:
+    """The labels that select a placement's pods."""
+    return {ann.JOB_LABEL: job, ann.EPOCH_LABEL: str(epoch)}
+
+
+def placement_labels(job: str, epoch: int) -> dict[str, str]:
+    """The labels of an object of a placement."""
+    return {ann.MANAGED_LABEL: "true", **placement_selector(job, epoch)}
 
 
 def render_rank_table(
@@ -192,11 +226,7 @@ def _placement_metadata(name: str, spec: PodSpec, owner: V1OwnerReference) -> di
     return {
         "name": name,
         "namespace": spec.namespace,
-        "labels": {
-            ann.MANAGED_LABEL: "true",
-            ann.JOB_LABEL: spec.job,
-            ann.EPOCH_LABEL: str(spec.epoch),
-        },
+        "labels": placement_labels(spec.job, spec.epoch),
         "ownerReferences": [owner.to_dict(serialize=True)],
     }
 

@@ -31,7 +31,7 @@ from kubernetes_asyncio.client import (
 )
 from prometheus_client import CollectorRegistry
 
-from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus
+from cluster_agents.agent.backend import ClusterFacts, LogError, PodSpec, PodStatus, ShardService
 from cluster_agents.agent.exporters import (
     ExporterPods,
     ExporterTarget,
@@ -43,11 +43,13 @@ from cluster_agents.backends.k8s_cache import ClusterCache
 from cluster_agents.backends.k8s_render import (
     owner_name,
     owner_reference,
+    placement_selector,
     render_owner,
     render_pod,
     render_priority_class,
     render_rank_table,
     render_service,
+    render_shard_service,
 )
 from cluster_agents.kube.api import JSON, KubeAPIError, call
 from cluster_agents.kube.client import connect
@@ -219,6 +221,32 @@ class KubernetesBackend:
             accept=(404,),
             _content_type="application/merge-patch+json",
         )
+
+    async def apply_service(self, service: ShardService) -> str:
+        """Create the shard's Service, or merge-patch the one of an earlier placement of the
+        same job (never another job's: a 409 until that one is gone); its cluster IP."""
+        namespace, name = service.namespace, service.name
+        if namespace not in self._namespaces:
+            await self._ensure_namespace(namespace, service.tenant)
+        body = render_shard_service(service)
+        core = self._core
+        status, obj = await self._call(
+            core.create_namespaced_service, namespace, body, accept=(409,)
+        )
+        if status == 409:
+            _, obj = await self._call(core.read_namespaced_service, name, namespace)
+            holder = (obj["metadata"].get("labels") or {}).get(ann.JOB_LABEL)
+            if holder != service.job:
+                raise KubeAPIError(409, f"service {namespace}/{name} is not this shard's")
+            patch = {"metadata": {"labels": body["metadata"]["labels"]}, "spec": body["spec"]}
+            _, obj = await self._call(
+                core.patch_namespaced_service,
+                name,
+                namespace,
+                patch,
+                _content_type="application/merge-patch+json",
+            )
+        return str((obj.get("spec") or {}).get("clusterIP") or "")
 
     async def telemetry(self) -> list[DeviceTelemetry]:
         """Read every configured exporter and the exporter pods the selectors find now, and
@@ -401,12 +429,34 @@ class KubernetesBackend:
         )
 
     async def _delete_owner(self, namespace: str, job: str, epoch: int) -> None:
-        """Delete an owner whose pods are all being deleted already. Orphan propagation: the
-        pods keep the grace period they were given, not the garbage collector's default."""
+        """Delete an owner whose pods are all being deleted already, and the placement's
+        Services. Orphan propagation: the pods keep the grace period they were given, not the
+        garbage collector's default."""
+        await self._delete_services(namespace, job, epoch)
         await self._call(
             self._core.delete_namespaced_config_map,
             owner_name(job, epoch),
             namespace,
             propagation_policy="Orphan",
             accept=(404,),
+        )
+
+    async def _delete_services(self, namespace: str, job: str, epoch: int) -> None:
+        """Delete the Services labelled as the placement's, each only as it was listed (a
+        shard's Service a later placement of its job took over meanwhile is kept: 409)."""
+        selector = ",".join(f"{k}={v}" for k, v in placement_selector(job, epoch).items())
+        _, listed = await self._call(
+            self._core.list_namespaced_service, namespace, label_selector=selector
+        )
+        await self._each(
+            self._delete_service(namespace, item["metadata"]) for item in listed.get("items") or []
+        )
+
+    async def _delete_service(self, namespace: str, meta: JSON) -> None:
+        await self._call(
+            self._core.delete_namespaced_service,
+            meta["name"],
+            namespace,
+            body={"preconditions": {"resourceVersion": meta["resourceVersion"]}},
+            accept=(404, 409),
         )

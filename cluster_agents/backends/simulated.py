@@ -19,6 +19,7 @@ from cluster_agents.agent.backend import (
     LogError,
     PodSpec,
     PodStatus,
+    ShardService,
 )
 from cluster_agents.agent.ranktable import INITIALIZING, RankTableMount
 from cluster_agents.kube.pods import DemandError, parse_device_request
@@ -114,6 +115,9 @@ class SimulatedCluster:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     # set to simulate an unreachable apiserver: start and writes fail, pods keep running
     problem: str | None = None
+    # its pods' addresses are 127.<64 + pod_block>.x.y: loopback, so that a test or the demo
+    # can serve a pod's metrics on its address; clusters in one process take different blocks
+    pod_block: int = 0
 
     def __post_init__(self) -> None:
         self._origin = self.clock()
@@ -122,6 +126,7 @@ class SimulatedCluster:
         self._created = 0  # pods ever created: each gets the next address
         self._added = 0  # nodes ever added: each gets the next address
         self.rank_tables: dict[tuple[str, str], str] = {}  # (namespace, ConfigMap) -> content
+        self.services: dict[tuple[str, str], ShardService] = {}  # (namespace, name) -> Service
         self.readings: dict[tuple[str, int], Reading] = {}  # (node, device) -> forced reading
         self._task: asyncio.Task[None] | None = None
         for spec in self.specs:
@@ -210,6 +215,8 @@ class SimulatedCluster:
                 devices=p.devices,
                 attempt=p.spec.attempt,
                 exit_code=p.exit_code,
+                ready=p.phase == "Running" and p.leaving is None,
+                generation=int(p.spec.labels.get(ann.GENERATION_LABEL, 0)),
             )
             for p in self._pods.values()
         ]
@@ -225,7 +232,7 @@ class SimulatedCluster:
             if spec.name not in self._pods:
                 self._created += 1
                 n = self._created
-                ip = f"10.{128 + n // 65536 % 64}.{n // 256 % 256}.{n % 256}"
+                ip = f"127.{64 + (self.pod_block + n // 65536) % 64}.{n // 256 % 256}.{n % 256}"
                 self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated, ip=ip)
             if spec.rank_table is not None:
                 key = (spec.namespace, spec.rank_table.config_map)
@@ -245,10 +252,17 @@ class SimulatedCluster:
         self._reach()
         self.rank_tables[(namespace, mount.config_map)] = content
 
+    async def apply_service(self, service: ShardService) -> str:
+        """Record the shard's Service (no cluster IP: nothing routes to it here)."""
+        self._reach()
+        self.services[(service.namespace, service.name)] = service
+        return ""
+
     async def delete_pods(self, names: list[str], grace_seconds: int) -> None:
         """Remove pods, freeing what they held (and rank tables no pod mounts): at once, or,
         for a running workload that takes `STOP_SECONDS` to stop after SIGTERM, once it has
-        stopped or its grace period ends, whichever comes first."""
+        stopped or its grace period ends, whichever comes first. The Services of placements
+        whose every pod is leaving go at once."""
         self._reach()
         now = self.now()
         for name in names:
@@ -257,6 +271,8 @@ class SimulatedCluster:
                 continue
             stop_s = float(pod.spec.annotations.get(ann.STOP_SECONDS, 0))
             pod.leaving = now + min(stop_s, grace_seconds) if pod.phase == "Running" else now
+        staying = {(p.spec.job, p.spec.epoch) for p in self._pods.values() if p.leaving is None}
+        self.services = {k: s for k, s in self.services.items() if (s.job, s.epoch) in staying}
         self._remove_left(now)
 
     def _remove_left(self, now: float) -> None:

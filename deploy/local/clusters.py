@@ -67,6 +67,17 @@ class ClusterState:
     ports: dict[str, int]
     nodes: list[str]
     processes: list[ProcessRecord] = field(default_factory=list)
+    index: int = 0  # its place in the environment: its loopback pod addresses
+
+    def loopback_pod_cidr(self, block: int) -> str:
+        """A /24 of loopback addresses (`block` 0..255 of this cluster's 127.<100 + index>/16)
+        for the pods of a kwok node created with it as `spec.podCIDR`: kwok gives pods the
+        addresses of their node's podCIDR, so a test can serve on a pod's address (a pod's
+        metrics, say). The cluster's default pod range (kwok's `--cidr`) stays 10.244.0.0/16:
+        EndpointSlices refuse loopback addresses, so the pods of such a node are in none."""
+        if not 0 <= block <= 255:
+            raise ValueError(f"block {block} is not 0..255")
+        return f"127.{100 + self.index}.{block}.0/24"
 
     @property
     def pids(self) -> dict[str, int]:
@@ -102,6 +113,7 @@ class ClusterState:
             "pids": self.pids,
             "nodes": self.nodes,
             "processes": [p.to_json() for p in self.processes],
+            "index": self.index,
         }
 
     @classmethod
@@ -118,6 +130,7 @@ class ClusterState:
             ports={k: int(v) for k, v in d["ports"].items()},
             nodes=list(d["nodes"]),
             processes=[ProcessRecord.from_json(p) for p in d["processes"]],
+            index=int(d.get("index", 0)),
         )
 
 
@@ -396,6 +409,7 @@ class _Starter:
             extender_url=ext,
             ports=dict(zip(names, ports, strict=True)),
             nodes=[n.name for n in cp.nodes],
+            index=len(self.env.clusters),
         )
         cs.pod_log.touch()
         (cdir / "kwok-logs.yaml").write_text(yaml.safe_dump(_cluster_logs(cs.pod_log)))

@@ -15,6 +15,8 @@ TASK_LABEL = PREFIX + "task"  # task name
 REPLICA_LABEL = PREFIX + "replica"  # replica index, "0".."n-1"
 EPOCH_LABEL = PREFIX + "epoch"  # placement epoch (fencing token)
 ATTEMPT_LABEL = PREFIX + "attempt"  # the replica's run in its placement, "1".. (retries in place)
+# a service's pods: the template generation they run (a rolling update replaces older ones)
+GENERATION_LABEL = PREFIX + "generation"
 MANAGED_LABEL = PREFIX + "managed"  # "true" on every pod Suanpan created
 TENANT_LABEL = PREFIX + "tenant"  # tenant name, on its namespaces in the member clusters
 

@@ -230,15 +230,15 @@ async def add_node(cs: ClusterState, node: JSON) -> None:
 
 
 def start_stack(
-    factory: K8sEnvFactory, workdir: Path, node: Callable[[str], JSON], *extra: str
+    factory: K8sEnvFactory, workdir: Path, node: Callable[[ClusterState], JSON], *extra: str
 ) -> Iterator[Stack]:
     """One cluster whose kube-scheduler calls a `suanpan-extender` started with `extra`
-    arguments, plus the node `node(cluster name)` builds; the extender stops at the end."""
+    arguments, plus the node `node(cluster)` builds; the extender stops at the end."""
     port = free_ports(1)[0]
     cs = factory(1, f"http://127.0.0.1:{port}").clusters[0]
     extender = ExtenderProcess.start(cs.kubeconfig, port, workdir / "log", "suanpan", *extra)
     try:
-        asyncio.run(add_node(cs, node(cs.name)))
+        asyncio.run(add_node(cs, node(cs)))
         asyncio.run(extender.wait_ready())
         yield Stack(cs, extender)
     finally:
@@ -251,7 +251,7 @@ def box16_stack(factory: K8sEnvFactory, workdir: Path, *extra: str) -> Iterator[
     yield from start_stack(
         factory,
         workdir,
-        lambda cluster: node_manifest(cluster, BOX16, {B3_RESOURCE: 16}, **labels),
+        lambda cs: node_manifest(cs.name, BOX16, {B3_RESOURCE: 16}, **labels),
         *extra,
     )
 

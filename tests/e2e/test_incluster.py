@@ -64,7 +64,7 @@ def stack(
     yield from start_stack(
         k8s_env_factory,
         tmp_path_factory.mktemp("ext"),
-        mindcluster_node,
+        lambda cs: mindcluster_node(cs.name),
         "--gang-wait",
         str(GANG_WAIT_S),
     )
