@@ -89,11 +89,13 @@ class Job:
     checkpointed_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    service_id: uuid.UUID | None = None  # a service's shard: its service
+    replica_cap: int | None = None  # a shard: the most replicas its service lets it hold
 
 
 @dataclass(frozen=True)
 class Event:
-    """Something that happened to a job or cluster."""
+    """Something that happened to a job, cluster or service."""
 
     id: int
     job_id: uuid.UUID | None
@@ -103,3 +105,4 @@ class Event:
     message: str
     data: dict[str, Any]
     created_at: datetime
+    service_id: uuid.UUID | None = None
