@@ -299,11 +299,12 @@ async def resize_placement(
     revision: int,
     replicas: Mapping[str, int],
     hints: list[dict[str, Any]],
-) -> bool:
+) -> int | None:
     """Give an elastic job's active placement other replica counts per task (`replicas`) and
     replica hints, with a new revision so its agent adds or removes pods, and forget the
-    reported status of the replicas it no longer holds (removed, not failed); False when the
-    placement changed since it was read at `revision` (released, resized)."""
+    reported status of the replicas it no longer holds (removed, not failed); return the new
+    revision, None when the placement changed since it was read at `revision` (released,
+    resized)."""
     changed = await conn.execute(
         sa.update(placements)
         .where(
@@ -318,11 +319,11 @@ async def resize_placement(
             ),
             revision=sa.func.nextval("placement_revision_seq"),
         )
-        .returning(placements.c.cluster_id)
+        .returning(placements.c.cluster_id, placements.c.revision)
     )
     row = changed.first()
     if row is None:
-        return False
+        return None
     r = replica_status.c
     await conn.execute(
         sa.delete(replica_status).where(
@@ -332,7 +333,7 @@ async def resize_placement(
         )
     )
     await notify(conn, PLACEMENTS, str(row.cluster_id))
-    return True
+    return int(row.revision)
 
 
 # --- clusters -----------------------------------------------------------------------------
