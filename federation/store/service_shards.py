@@ -62,7 +62,9 @@ class Service:
 
 
 async def services_to_run(conn: AsyncConnection) -> list[Service]:
-    """Every Active service, and every Deleted one that still has a live shard."""
+    """Every Active service, and every Deleted one that still has a live shard, their rows
+    locked (FOR NO KEY UPDATE) until the caller's transaction ends: an update of a service
+    waits, so its shards' new forms include any shard opened meanwhile."""
     has_live = sa.exists().where(jobs.c.service_id == services.c.id, LIVE)
     rows = await conn.execute(
         sa.select(
@@ -86,6 +88,7 @@ async def services_to_run(conn: AsyncConnection) -> list[Service]:
         .join(queues, queues.c.id == services.c.queue_id)
         .where(sa.or_(services.c.state == "Active", has_live))
         .order_by(services.c.seq)
+        .with_for_update(of=services, key_share=True)
     )
     return [
         Service(**{**r._mapping, "compiled": CompiledJob.model_validate(r.compiled)}) for r in rows
@@ -242,7 +245,7 @@ async def open_shard(
             name=shard_name(service.name, n),
             labels=service.labels,
             spec=service.spec,
-            compiled=compiled.model_dump(mode="json"),
+            compiled=compiled.model_dump(mode="json", by_alias=True),
             priority=service.priority,
             priority_class=service.priority_class,
             preemptible=service.preemptible,
@@ -291,7 +294,10 @@ async def update_shards(conn: AsyncConnection, service_id: uuid.UUID) -> int:
     forms = {r.id: shard_form(compiled, tuple(r.clusters or ())) for r in rows}
     if not forms:
         return 0
-    items = [{"id": str(k), "compiled": v.model_dump(mode="json")} for k, v in forms.items()]
+    items = [
+        {"id": str(k), "compiled": v.model_dump(mode="json", by_alias=True)}
+        for k, v in forms.items()
+    ]
     await conn.execute(_FORMS, {"items": items})
     return await renew_placements(conn, list(forms))
 
