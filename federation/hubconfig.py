@@ -184,6 +184,15 @@ class RegistrationConfig:
 
 
 @dataclass(frozen=True)
+class ServiceConfig:
+    """How often the service controller runs, and how long a shard below its cap may go
+    without growing before it counts as stuck (its cluster has no room)."""
+
+    interval_s: float = 2.0
+    stuck_after_s: float = 10.0
+
+
+@dataclass(frozen=True)
 class HubConfig:
     """Everything the operators' file sets."""
 
@@ -198,6 +207,7 @@ class HubConfig:
     audit_keep_s: float = 90 * 86400.0  # audit records are kept this long
     rate_limits: RateLimits = RateLimits()
     registration: RegistrationConfig = field(default_factory=RegistrationConfig)
+    services: ServiceConfig = field(default_factory=ServiceConfig)
 
 
 class _File(BaseModel):

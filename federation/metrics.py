@@ -44,6 +44,18 @@ QUEUE_WAIT = Histogram(
     registry=LOOP_REGISTRY,
     buckets=(1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400),
 )
+SERVICE_DESIRED = Gauge(
+    "suanpan_service_desired_replicas",
+    "Replicas a service wants across its clusters (the autoscaler's or its fixed count)",
+    ["tenant", "service"],
+    registry=LOOP_REGISTRY,
+)
+SERVICE_READY = Gauge(
+    "suanpan_service_ready_replicas",
+    "Ready replicas of a service across its clusters, as its agents last reported",
+    ["tenant", "service"],
+    registry=LOOP_REGISTRY,
+)
 
 
 def in_process_loop_metrics() -> bytes:

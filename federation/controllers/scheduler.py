@@ -20,6 +20,7 @@ from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership, LostLeadership
+from federation.controllers.services import Reconciled, ServiceController
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
@@ -63,6 +64,8 @@ class SchedulerLoop:
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
+        self.services = ServiceController(self.config.services)
+        self._services_at = -float("inf")  # monotonic time the service controller last ran
         self._health_said: set[str] = set()  # health messages of the last check (logged once)
         # when leading (with a working database) last began; leases count from then at most
         self.leading_since: datetime | None = None
@@ -128,6 +131,20 @@ class SchedulerLoop:
         async with self.db.transaction() as conn:
             await history.record(conn, datetime.now(UTC), keep)
 
+    async def run_services(self) -> Reconciled | None:
+        """Run the service controller when `services.interval_s` has passed since it last
+        ran (None: not yet)."""
+        now = time.monotonic()
+        if now - self._services_at < self.config.services.interval_s:
+            return None
+        self._services_at = now
+        async with self.db.transaction() as conn:
+            await self.leadership.fence(conn)
+            done = await self.services.reconcile(conn, now)
+        if done.changed or done.scaled:
+            log.info("services: %s", done)
+        return done
+
     async def run(self, stop: asyncio.Event) -> None:
         """Lead when possible and run cycles until `stop` is set."""
         while not stop.is_set():
@@ -163,6 +180,7 @@ class SchedulerLoop:
             for change in set(changes) - self._health_said:
                 log.warning("health: %s", change)
             self._health_said = set(changes)
+            await self.run_services()
             report = await self.cycle()
             await self.sample_history()
             decided = report.written.placed or report.written.preempted

@@ -19,6 +19,7 @@ from federation.compiled import CompiledJob, JobFacts, core_job, held_replicas
 from federation.inventory import DeviceRow, core_node
 from federation.scheduling.model import (
     Cluster,
+    Elastic,
     Job,
     Node,
     Placement,
@@ -70,13 +71,35 @@ class Read:
     invalid: dict[str, str] = field(default_factory=dict)  # job id -> why it cannot be modeled
 
 
+# a job's compiled form as of a moment: (job id, 0) for a batch job, whose form never changes;
+# (job id, row version) for a service's shard, whose form a service update replaces
+FormKey = tuple[uuid.UUID, int]
+
+
+def form_key(row: Any) -> FormKey:
+    """The key of the compiled form a job row (`id`, `version`, `service_id`) has now."""
+    return (row.id, row.version if row.service_id is not None else 0)
+
+
+def capped(tasks: tuple[Task, ...], cap: int) -> tuple[Task, ...]:
+    """The tasks of a service's shard allowed at most `cap` replicas (never below the floor):
+    the core grows an elastic task to its ceiling and scales it in above it."""
+    return tuple(
+        replace(t, elastic=Elastic(t.elastic.min, max(t.elastic.min, min(t.elastic.max, cap))))
+        if t.elastic is not None
+        else t
+        for t in tasks
+    )
+
+
 class CompiledCache:
-    """What never changes for a job id (its compiled form and core tasks) and for a placement
-    (job id, epoch, revision: its flavors, replicas and counts), decoded once; forgotten once
-    no read sees it."""
+    """What never changes for a compiled form (its decoded job and core tasks, by `FormKey`;
+    a shard's tasks under each cap) and for a placement (job id, epoch, revision: its
+    flavors, replicas and counts), decoded once; forgotten once no read sees it."""
 
     def __init__(self) -> None:
-        self._jobs: dict[uuid.UUID, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
+        self._jobs: dict[FormKey, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
+        self._capped: dict[tuple[FormKey, int], tuple[Task, ...]] = {}
         self._placements: dict[tuple[uuid.UUID, int, int], dict[str, Any]] = {}
         self._seen: set[uuid.UUID] = set()
         self.rotation = 0  # where the pending window continues next cycle
@@ -84,17 +107,17 @@ class CompiledCache:
     async def load(
         self,
         conn: AsyncConnection,
-        job_ids: list[uuid.UUID],
+        keys: list[FormKey],
         held: list[tuple[uuid.UUID, int, int]],
     ) -> None:
         """Fetch and decode the compiled forms and placements not known yet."""
-        self._seen.update(job_ids)
-        missing = [j for j in job_ids if j not in self._jobs]
+        self._seen.update(job_id for job_id, _ in keys)
+        missing = {key[0]: key for key in keys if key not in self._jobs}
         if missing:
             for job_id, raw in await conn.execute(
                 sa.select(jobs.c.id, jobs.c.compiled).where(jobs.c.id.in_(missing))
             ):
-                self._jobs[job_id] = self._decode(raw)
+                self._jobs[missing[job_id]] = self._decode(raw)
         wanted = {h for h in held if h not in self._placements}
         if wanted:
             rows = await conn.execute(
@@ -122,12 +145,18 @@ class CompiledCache:
             return f"the job's compiled form is invalid: {exc}"
         return compiled, compiled.core_tasks()
 
-    def get(self, job_id: uuid.UUID) -> tuple[CompiledJob, tuple[Task, ...]]:
-        """The decoded job (after `load`); raises ValueError when its form is unusable."""
-        found = self._jobs[job_id]
+    def get(self, key: FormKey, cap: int | None = None) -> tuple[CompiledJob, tuple[Task, ...]]:
+        """The decoded job (after `load`), its tasks capped at `cap` replicas when given (a
+        shard's `replica_cap`); raises ValueError when its form is unusable."""
+        found = self._jobs[key]
         if isinstance(found, str):
             raise ValueError(found)
-        return found
+        if cap is None:
+            return found
+        compiled, tasks = found
+        if (key, cap) not in self._capped:
+            self._capped[(key, cap)] = capped(tasks, cap)
+        return compiled, self._capped[(key, cap)]
 
     def placement(
         self, job_id: uuid.UUID, epoch: int, revision: int, job: Job
@@ -151,8 +180,10 @@ class CompiledCache:
         )
 
     def prune(self) -> None:
-        """Forget jobs not asked for since the last prune."""
-        self._jobs = {k: v for k, v in self._jobs.items() if k in self._seen}
+        """Forget jobs not asked for since the last prune, and replaced forms."""
+        keys = {k: v for k, v in self._jobs.items() if k[0] in self._seen}
+        self._jobs = keys
+        self._capped = {k: v for k, v in self._capped.items() if k[0] in keys}
         self._placements = {k: v for k, v in self._placements.items() if k[0] in self._seen}
         self._seen = set()
 
@@ -392,6 +423,8 @@ async def read(
             jobs.c.reason,
             jobs.c.pending_reasons,
             jobs.c.cluster_id,
+            jobs.c.service_id,
+            jobs.c.replica_cap,
             tenants.c.name.label("tenant"),
             queues.c.name.label("queue"),
         )
@@ -410,9 +443,9 @@ async def read(
     ).all()
     pending_rows = await _pending_rows(conn, base, cache)
     await cache.load(
-        conn, [r.id for r in held_rows], [(r.id, r.epoch, r.revision) for r in held_rows]
+        conn, [form_key(r) for r in held_rows], [(r.id, r.epoch, r.revision) for r in held_rows]
     )
-    await cache.load(conn, [r.id for r in pending_rows], [])
+    await cache.load(conn, [form_key(r) for r in pending_rows], [])
     result = Read(Snapshot(), [], {}, cluster_ids)
     avoided = await _gang_failures(conn, cluster_names)
 
@@ -439,7 +472,7 @@ async def read(
             getattr(row, "revision", 0),
         )
         try:
-            compiled, tasks = cache.get(row.id)
+            compiled, tasks = cache.get(form_key(row), row.replica_cap)
         except ValueError as exc:
             result.invalid[facts.id] = str(exc)
             return None

@@ -127,13 +127,18 @@ async def _preempt(conn: AsyncConnection, read: Read, decision: Preempted, out: 
     )
 
 
-async def _resize(conn: AsyncConnection, read: Read, resized: Resized) -> bool:
-    """Write an elastic job's new replica counts to its placement, with a `Resized` event."""
+async def _resize(
+    conn: AsyncConnection, read: Read, resized: Resized, revisions: dict[str, int]
+) -> bool:
+    """Write an elastic job's new replica counts to its placement, with a `Resized` event;
+    `revisions` has the placement revisions this cycle's earlier resizes wrote."""
     p = resized.placement
     ref = read.refs[p.job.id]
     counts = {t.name: t.replicas for t in p.job.tasks if t.elastic is not None}
-    done = await resize_placement(conn, ref.id, ref.epoch, ref.revision, counts, _hints(p))
-    if done:
+    revision = revisions.get(p.job.id, ref.revision)
+    done = await resize_placement(conn, ref.id, ref.epoch, revision, counts, _hints(p))
+    if done is not None:
+        revisions[p.job.id] = done
         await add_event(
             conn,
             kind="Job",
@@ -147,7 +152,7 @@ async def _resize(conn: AsyncConnection, read: Read, resized: Resized) -> bool:
                 "why": resized.reason,
             },
         )
-    return done
+    return done is not None
 
 
 async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Written:
@@ -172,8 +177,9 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
     out.placements = [p for p in placed if read.refs[p.job.id].id in done]
     for preempted in result.preempted:
         out.preempted += await guarded(preempted.preemptor.id, _preempt(conn, read, preempted, out))
-    for resized in [*(r for p in result.preempted for r in p.shrunk), *result.grown]:
-        out.resized += await _resize(conn, read, resized)
+    revisions: dict[str, int] = {}  # a job resized twice: the second starts from the first
+    for resized in result.resized:
+        out.resized += await _resize(conn, read, resized, revisions)
     for rejected in result.rejected:
         ref = read.refs[rejected.job.id]
         out.rejected += await guarded(

@@ -7,7 +7,8 @@ For each pending job in `ordering` order: run the filters on every cluster (thro
 assigner), score the clusters that pass and place the job on the best one (the state then
 holds it, so later jobs see the capacity taken). A job that fits nowhere is rejected when every
 cluster answers unresolvable, may preempt when preemption is enabled, or stays pending with
-the reason of each cluster; a large gang that stays pending may get a reservation that later
+the reason of each cluster (elastic jobs above their ceiling are scaled in first, elastic
+jobs grow last: `elastic.py`); a large gang that stays pending may get a reservation that later
 jobs backfill around (`backfill.py`).
 """
 
@@ -25,7 +26,7 @@ from federation.scheduling.decisions import (
     Reserved,
     unresolvable_everywhere,
 )
-from federation.scheduling.elastic import Asks, asks, compete, grow, holds
+from federation.scheduling.elastic import Asks, asks, compete, grow, holds, scale_in
 from federation.scheduling.flavors import FlavorAssigner, Verdict, assignments
 from federation.scheduling.framework import Candidate, JobContext, Registry, SchedulerConfig
 from federation.scheduling.model import COMPUTE, CPU, MEMORY, Job, Placement, Snapshot
@@ -80,6 +81,7 @@ class _Cycle:
             share=lambda q: ledger.dominant_share(q) if q in ledger.queues else 0.0,
             priority=self._aged_priority,
         )
+        scaled_in = scale_in(self.state)
         for job in order:
             self._decide(job)
         shrunk = frozenset(r.before.job.id for p in self.preempted for r in p.shrunk)
@@ -91,6 +93,7 @@ class _Cycle:
             tuple(self.rejected),
             tuple(self.reserved),
             tuple(grown),
+            tuple(scaled_in),
         )
 
     def _waited_for(self) -> Callable[[Placement], bool]:

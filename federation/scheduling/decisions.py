@@ -117,6 +117,14 @@ class CycleResult:
     rejected: tuple[Rejected, ...] = ()
     reserved: tuple[Reserved, ...] = ()  # of jobs in `pending`
     grown: tuple[Resized, ...] = ()  # elastic jobs grown into capacity nothing waits for
+    scaled_in: tuple[Resized, ...] = ()  # elastic jobs shrunk to their ceiling, first of all
+
+    @property
+    def resized(self) -> tuple[Resized, ...]:
+        """Every resize in the order the cycle made them (one job may be scaled in, then
+        shrunk for a preemptor: each step starts from the one before)."""
+        shrunk = (r for p in self.preempted for r in p.shrunk)
+        return (*self.scaled_in, *shrunk, *self.grown)
 
     def pending_reason(self, job_id: str, cluster: str) -> Status | None:
         """The status that kept `job_id` out of `cluster`, if it is pending."""

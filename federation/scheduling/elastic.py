@@ -10,7 +10,9 @@ pool stops one, when what the waiting job asks for could be what the growth take
 accelerator flavor of both; CPU and memory, which every replica takes, when either has a task
 without accelerators or the pool governs CPU, memory or compute): that capacity is the waiting
 job's. What a job holds above its `min` is what preemption takes first (`preemption.py`):
-giving back replicas costs less than any eviction.
+giving back replicas costs less than any eviction. A job holding more than its `max` (a
+service's shard whose cap was lowered, `controllers/services.py`) is scaled in to it at the
+start of the cycle, so what it gives back is free for the cycle's decisions.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from federation.scheduling.model import Job, Placement, ReplicaPlacement
 from federation.scheduling.state import State
 
 GROWN = "grew into capacity no job of equal or higher priority waits for"
+SCALED_IN = "scaled in to the most replicas it may hold now"
 # what a job asks of the fleet, for growth's blocking test: its accelerator flavors, or None
 # for "anything" (a task without accelerators competes for the CPU and memory all replicas take)
 Asks = frozenset[str] | None
@@ -91,6 +94,24 @@ def one_back(current: Placement, original: Placement) -> Placement | None:
             back = original.replica(t, held)
             return current.resized(t, held + 1, (back,) if back is not None else ())
     return None
+
+
+def scale_in(state: State) -> list[Resized]:
+    """Shrink every placed elastic job holding more replicas than a task's ceiling to it
+    (highest indices leave first); jobs being evicted are left alone."""
+    out = []
+    for job_id in sorted(state.elastic):
+        before = state.elastic[job_id]
+        if job_id in state.preempting:
+            continue
+        after = before
+        for t, task in enumerate(before.job.tasks):
+            if task.replicas > task.ceiling:
+                after = after.resized(t, task.ceiling)
+        if after is not before:
+            state.resize(before, after)
+            out.append(Resized(before, after, SCALED_IN))
+    return out
 
 
 def grow(

@@ -21,7 +21,7 @@ from federation.compiled import CompiledJob, held_replicas
 from federation.errors import Forbidden, NotFound
 from federation.hubconfig import DEFAULT_RETRY, RetryPolicy
 from federation.spec import FailoverPolicy
-from federation.store import replicas
+from federation.store import replicas, service_endpoints
 from federation.store.events import NewEvent, add_event, add_events
 from federation.store.lifecycle import (
     JobChange,
@@ -218,6 +218,7 @@ async def assignments(
                     compiled, r.assignment.get("flavors", {}), held_replicas(r.assignment)
                 ),
                 hints=[ReplicaHint(**h) for h in r.assignment.get("hints", [])],
+                service=compiled.service,
             )
         )
     return out
@@ -449,7 +450,9 @@ async def apply_statuses(
     with their node (`Evicted`) requeue the job, or fail it when its
     `failurePolicy.onNodeFailure` says so. The replicas' statuses of the current placements
     are stored (`replicas.record`, one statement) and their failures and new reasons become
-    events, before the jobs' own.
+    events, before the jobs' own; so are service shards' serving reports
+    (`service_endpoints.record`, one statement). A shard is Running once its agent says so
+    (a replica Ready), through the same transitions as any job.
     """
     cluster = await conn.scalar(sa.select(clusters.c.name).where(clusters.c.id == cluster_id))
     if cluster is None:
@@ -463,6 +466,17 @@ async def apply_statuses(
             if u.replicas and (job := locked.get(u.job)) is not None and job.epoch == u.epoch
         ]
         await add_events(conn, await replicas.record(conn, current))
+        await service_endpoints.record(
+            conn,
+            cluster_id,
+            [
+                service_endpoints.Serving(u.job, u.epoch, u.serving)
+                for u in (updates[i] for i in indices)
+                if u.serving is not None
+                and (job := locked.get(u.job)) is not None
+                and job.epoch == u.epoch
+            ],
+        )
         changes: list[JobChange] = []
         released: list[uuid.UUID] = []
         for i in indices:

@@ -1,4 +1,4 @@
-"""The event log of jobs and clusters: append-only, written beside every change."""
+"""The event log of jobs, clusters and services: append-only, written beside every change."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ async def add_event(
     message: str = "",
     job_id: uuid.UUID | None = None,
     cluster_id: uuid.UUID | None = None,
+    service_id: uuid.UUID | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> None:
     """Append an event (in the caller's transaction)."""
@@ -29,6 +30,7 @@ async def add_event(
         sa.insert(events).values(
             job_id=job_id,
             cluster_id=cluster_id,
+            service_id=service_id,
             kind=kind,
             reason=reason,
             message=message,
@@ -47,14 +49,16 @@ class NewEvent:
     job_id: uuid.UUID | None = None
     cluster_id: uuid.UUID | None = None
     data: Mapping[str, Any] = field(default_factory=dict)
+    service_id: uuid.UUID | None = None
 
 
 _ADD_EVENTS = sa.text(
     """
-    INSERT INTO events (job_id, cluster_id, kind, reason, message, data)
-    SELECT e.job_id, e.cluster_id, e.kind, e.reason, e.message, e.data
+    INSERT INTO events (job_id, cluster_id, service_id, kind, reason, message, data)
+    SELECT e.job_id, e.cluster_id, e.service_id, e.kind, e.reason, e.message, e.data
     FROM jsonb_to_recordset(:rows) AS e(
-        n int, job_id uuid, cluster_id uuid, kind text, reason text, message text, data jsonb)
+        n int, job_id uuid, cluster_id uuid, service_id uuid, kind text, reason text,
+        message text, data jsonb)
     ORDER BY e.n
     """
 ).bindparams(sa.bindparam("rows", type_=JSONB))
@@ -69,6 +73,7 @@ async def add_events(conn: AsyncConnection, new: Sequence[NewEvent]) -> None:
             "n": n,
             "job_id": str(e.job_id) if e.job_id else None,
             "cluster_id": str(e.cluster_id) if e.cluster_id else None,
+            "service_id": str(e.service_id) if e.service_id else None,
             "kind": e.kind,
             "reason": e.reason,
             "message": e.message,

@@ -71,6 +71,8 @@ class NewJob:
     tasks: list[tuple[str, int]]  # (name, replicas)
     idempotency_key: str | None = None
     request_hash: str | None = None
+    service_id: uuid.UUID | None = None  # a service's shard (`store.service_shards`)
+    replica_cap: int | None = None  # a shard: the most replicas it may hold
 
 
 # One statement inserts any number of submissions (a repeated idempotency key is skipped), and
@@ -113,6 +115,8 @@ async def submit_many(conn: AsyncConnection, news: list[NewJob]) -> list[Submitt
             "preemptible": new.preemptible,
             "idempotency_key": new.idempotency_key,
             "request_hash": new.request_hash,
+            "service_id": str(new.service_id) if new.service_id is not None else None,
+            "replica_cap": new.replica_cap,
         }
         for n, (job_id, new) in enumerate(zip(ids, news, strict=True))
     ]

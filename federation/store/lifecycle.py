@@ -82,17 +82,20 @@ def may_move(current: str, target: str) -> bool:
 SUBMITTER_GIVES = frozenset({"labels", "spec", "tenant", "queue", "cluster"})
 _RETURNED = ", ".join(f.name for f in fields(Job) if f.name not in SUBMITTER_GIVES)
 
-# a job's birth: submissions enter the queue (a repeated idempotency key is skipped)
+# a job's birth: submissions (and service shards) enter the queue (a repeated idempotency key
+# is skipped)
 INSERT_QUEUED_JOBS = sa.text(
     f"""
     INSERT INTO jobs (id, tenant_id, queue_id, name, labels, spec, compiled, state, priority,
-                      priority_class, preemptible, idempotency_key, request_hash)
+                      priority_class, preemptible, idempotency_key, request_hash, service_id,
+                      replica_cap)
     SELECT r.id, r.tenant_id, r.queue_id, r.name, r.labels, r.spec, r.compiled, 'Queued',
-           r.priority, r.priority_class, r.preemptible, r.idempotency_key, r.request_hash
+           r.priority, r.priority_class, r.preemptible, r.idempotency_key, r.request_hash,
+           r.service_id, r.replica_cap
     FROM jsonb_to_recordset(:rows) AS r(
         id uuid, tenant_id uuid, queue_id uuid, name text, labels jsonb, spec jsonb,
         compiled jsonb, priority int, priority_class text, preemptible boolean,
-        idempotency_key text, request_hash text, n int)
+        idempotency_key text, request_hash text, service_id uuid, replica_cap int, n int)
     ORDER BY r.n
     ON CONFLICT (tenant_id, idempotency_key) DO NOTHING
     RETURNING {_RETURNED}
@@ -299,11 +302,12 @@ async def resize_placement(
     revision: int,
     replicas: Mapping[str, int],
     hints: list[dict[str, Any]],
-) -> bool:
+) -> int | None:
     """Give an elastic job's active placement other replica counts per task (`replicas`) and
     replica hints, with a new revision so its agent adds or removes pods, and forget the
-    reported status of the replicas it no longer holds (removed, not failed); False when the
-    placement changed since it was read at `revision` (released, resized)."""
+    reported status of the replicas it no longer holds (removed, not failed); return the new
+    revision, None when the placement changed since it was read at `revision` (released,
+    resized)."""
     changed = await conn.execute(
         sa.update(placements)
         .where(
@@ -318,11 +322,11 @@ async def resize_placement(
             ),
             revision=sa.func.nextval("placement_revision_seq"),
         )
-        .returning(placements.c.cluster_id)
+        .returning(placements.c.cluster_id, placements.c.revision)
     )
     row = changed.first()
     if row is None:
-        return False
+        return None
     r = replica_status.c
     await conn.execute(
         sa.delete(replica_status).where(
@@ -332,7 +336,28 @@ async def resize_placement(
         )
     )
     await notify(conn, PLACEMENTS, str(row.cluster_id))
-    return True
+    return int(row.revision)
+
+
+async def renew_placements(conn: AsyncConnection, job_ids: Sequence[uuid.UUID]) -> int:
+    """Give the jobs' active placements a new revision (one statement), so their agents read
+    them again: a service's shard whose compiled form an update replaced gets the new
+    template. Returns how many placements were renewed."""
+    if not job_ids:
+        return 0
+    renewed = await conn.execute(
+        sa.update(placements)
+        .where(
+            placements.c.job_id == sa.any_(sa.bindparam("ids", list(job_ids), type_=_UUIDS)),
+            placements.c.state == "Active",
+        )
+        .values(revision=sa.func.nextval("placement_revision_seq"))
+        .returning(placements.c.cluster_id)
+    )
+    clusters_renewed = [r.cluster_id for r in renewed]
+    for cluster_id in set(clusters_renewed):
+        await notify(conn, PLACEMENTS, str(cluster_id))
+    return len(clusters_renewed)
 
 
 # --- clusters -----------------------------------------------------------------------------

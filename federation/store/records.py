@@ -89,8 +89,8 @@ class Job:
     checkpointed_at: datetime | None
     created_at: datetime
     updated_at: datetime
-    service_id: uuid.UUID | None = None  # a service's shard
-    replica_cap: int | None = None  # the most replicas its service lets the shard hold
+    service_id: uuid.UUID | None = None  # a service's shard: its service
+    replica_cap: int | None = None  # a shard: the most replicas its service lets it hold
 
 
 @dataclass(frozen=True)

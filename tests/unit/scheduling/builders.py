@@ -204,8 +204,7 @@ def advance(before: Snapshot, result: CycleResult) -> Snapshot:
     after = without(before, [v for p in result.preempted for v in p.victims])
     fleet = {c.name: c for c in after.clusters}
     placements = {p.job.id: p for p in after.placements}
-    resized = [*(r for p in result.preempted for r in p.shrunk), *result.grown]
-    for r in resized:
+    for r in result.resized:
         old, new = r.before, r.placement
         fleet[old.cluster] = _account(
             fleet[old.cluster], replace(old, replicas=old.beyond(new)), -1

@@ -1,16 +1,19 @@
-"""Elastic jobs: start at min, grow into capacity nothing waits for, shrink before evicting."""
+"""Elastic jobs: start at min, grow into capacity nothing waits for, shrink before evicting,
+scale in to a lowered ceiling (a service shard's cap) first of all."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
-from federation.scheduling.elastic import at_floor
+from federation.scheduling.elastic import SCALED_IN, at_floor
 from federation.scheduling.flavors import FlavorAssigner, assignments
 from federation.scheduling.framework import JobContext, SchedulerConfig
-from federation.scheduling.model import Job, Snapshot
+from federation.scheduling.model import Elastic, Job, Snapshot
 from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.state import State
 
@@ -178,6 +181,73 @@ def test_elastic_invariants_over_cycles(scenario: tuple[Snapshot, list[Job], lis
                 assert preempted.shrunk
         snap = advance(snap, result)
         check_bounds(snap)  # never below min, never above max, replicas all known
+        decided = {p.placement.job.id for p in result.placed}
+        decided |= {r.job.id for r in result.rejected}
+        waiting = [j for j in waiting if j.id not in decided]
+
+
+def capped(snap: Snapshot, ceilings: dict[str, int]) -> Snapshot:
+    """`snap` with the elastic jobs named in `ceilings` allowed at most that many replicas
+    (never below their floor), as the hub models a shard's lowered cap."""
+    placements = []
+    for p in snap.placements:
+        task = p.job.tasks[0]
+        if p.job.id in ceilings and task.elastic is not None:
+            low = task.elastic.min
+            ceiling = max(low, min(task.elastic.max, ceilings[p.job.id]))
+            task = replace(task, elastic=Elastic(low, ceiling))
+            p = replace(p, job=replace(p.job, tasks=(task,)))
+        placements.append(p)
+    return replace(snap, placements=tuple(placements))
+
+
+def test_a_job_above_its_ceiling_is_scaled_in_first_and_what_it_frees_is_used_at_once() -> None:
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(elastic("e", 1, 8), "a")])
+    snap = advance(snap, schedule(snap, [], now=0))
+    assert held(snap, "e") == 8
+    waiting = job("w", H100, count=5)
+    result = schedule(capped(snap, {"e": 3}), [waiting], now=1, config=NO_BACKFILL)
+    (scaled,) = result.scaled_in
+    assert (scaled.counts, scaled.reason) == ({"main": (8, 3)}, SCALED_IN)
+    assert "scaled in" in scaled.message
+    assert [p.placement.job.id for p in result.placed] == ["w"]  # into what it gave back
+    assert not result.preempted and not result.grown
+    check_capacity_and_quota(capped(snap, {"e": 3}), result)
+
+
+def test_a_job_scaled_in_and_shrunk_for_a_preemptor_resizes_in_two_steps() -> None:
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(elastic("e", 1, 8), "a")])
+    snap = advance(snap, schedule(snap, [], now=0))
+    urgent = job("u", H100, count=6, priority=5, preemptible=False)
+    result = schedule(capped(snap, {"e": 6}), [urgent], now=1, config=NO_BACKFILL)
+    (scaled,) = result.scaled_in
+    (preempted,) = result.preempted
+    (shrunk,) = preempted.shrunk
+    assert scaled.counts == {"main": (8, 6)} and shrunk.counts == {"main": (6, 2)}
+    assert result.resized == (scaled, shrunk)
+    check_bounds(advance(capped(snap, {"e": 6}), result))
+
+
+@SETTINGS
+@given(elastic_scenarios(), st.data())
+def test_after_a_cycle_no_job_holds_more_than_its_ceiling_nor_less_than_its_floor(
+    scenario: tuple[Snapshot, list[Job], list[Job]], data: st.DataObject
+) -> None:
+    snap, base, urgent = scenario
+    waiting: list[Job] = []
+    for now, new in enumerate([base, [], *([u] for u in urgent), [], []]):
+        waiting = [*waiting, *new]
+        placed = [p.job.id for p in snap.placements if p.job.elastic]
+        if placed:
+            snap = capped(
+                snap, data.draw(st.dictionaries(st.sampled_from(placed), st.integers(0, 8)))
+            )
+        result = schedule(snap, waiting, now=float(now), config=NO_BACKFILL)
+        check_capacity_and_quota(snap, result)
+        for r in result.scaled_in:
+            assert all(b > a for a, b in ((n, o) for o, n in r.counts.values()))
+        snap = advance(snap, result)
+        check_bounds(snap)
         decided = {p.placement.job.id for p in result.placed}
         decided |= {r.job.id for r in result.rejected}
         waiting = [j for j in waiting if j.id not in decided]

@@ -91,8 +91,11 @@ def scenarios(draw: st.DrawFn) -> tuple[Snapshot, list[Job]]:
 
 def check_capacity_and_quota(snap: Snapshot, result: CycleResult) -> None:
     state = State(snap)
-    for placed in result.placed:
+    for placed in result.placed:  # what was held for a placed job is its own (or growth's)
         state.unhold(placed.placement.job.id)
+    for resized in result.resized:  # a job scaled in frees what a placement may take
+        state.resize(resized.before, resized.placement)
+    for placed in result.placed:
         state.place(placed.placement)  # raises DeviceConflict on any double allocation
     for c in state.clusters.values():
         for n in c.nodes:
