@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from bench.failover import Agents, Api, Hubs, clear_pods, hub_database, setup_tenancy
+from bench.failover import Api
 from deploy.local.clusters import Environment
 from deploy.local.kube import wait_for
-from federation.store.embedded import EmbeddedPostgres
 from federation.wire import annotations as ann
 from tests.e2e.conftest import ExtendedClusters
+from tests.e2e.hub import hub_over
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
@@ -74,34 +74,9 @@ async def api(
     extended_clusters: ExtendedClusters, tmp_path_factory: pytest.TempPathFactory
 ) -> AsyncIterator[Api]:
     """A hub and Beijing's agent over the session's clusters."""
-    env = extended_clusters.env
     workdir = tmp_path_factory.mktemp("elastic")
-    pg = EmbeddedPostgres(workdir / "pg")
-    url = await hub_database(pg)
-    (workdir / "hub.yaml").write_text("scheduling: {intervalSeconds: 0.2}\n")
-    hubs = Hubs(url, workdir, count=1, args=["--config", str(workdir / "hub.yaml")])
-    agents: Agents | None = None
-    try:
-        await hubs.start(hubs.ports[0])
-        calls = Api(hubs)
-        tokens = await setup_tenancy(calls, [BEIJING])
-        kubeconfig = env.cluster(BEIJING).kubeconfig
-        agents = Agents({BEIJING: hubs.urls}, tokens, workdir, {BEIJING: kubeconfig})
-        await agents.start(BEIJING)
-
-        async def ready() -> bool:
-            cluster = await calls.call("GET", f"/v1/clusters/{BEIJING}") or {}
-            return cluster.get("state") == "Ready"
-
-        await wait_for("Beijing Ready", ready, 90)
+    async with hub_over(extended_clusters.env, [BEIJING], workdir) as calls:
         yield calls
-    finally:
-        if agents is not None:
-            await agents.close()
-        await hubs.close()
-        await pg.stop()
-        for cs in env.clusters:  # the session's other modules use these clusters
-            await clear_pods(cs)
 
 
 async def test_an_elastic_job_grows_shrinks_for_an_urgent_job_and_grows_back(

@@ -201,16 +201,19 @@ def advance(before: Snapshot, result: CycleResult) -> Snapshot:
     """The next cycle's snapshot as a shell would build it: victims gone, elastic jobs resized,
     placed jobs running (their estimate taken as the real placement), preemptors' reservations
     held."""
-    after = without(before, [v for p in result.preempted for v in p.victims])
-    fleet = {c.name: c for c in after.clusters}
-    placements = {p.job.id: p for p in after.placements}
-    for r in result.resized:
+    fleet = {c.name: c for c in before.clusters}
+    placements = {p.job.id: p for p in before.placements}
+    for r in result.resized:  # in the order decided: a job scaled in may be evicted after
         old, new = r.before, r.placement
         fleet[old.cluster] = _account(
             fleet[old.cluster], replace(old, replicas=old.beyond(new)), -1
         )
         fleet[new.cluster] = _account(fleet[new.cluster], replace(new, replicas=new.beyond(old)), 1)
         placements[new.job.id] = new
+    resized = replace(before, clusters=tuple(fleet.values()), placements=tuple(placements.values()))
+    after = without(resized, [v for p in result.preempted for v in p.victims])
+    fleet = {c.name: c for c in after.clusters}
+    placements = {p.job.id: p for p in after.placements}
     for placed in result.placed:
         p = placed.placement
         fleet[p.cluster] = _account(fleet[p.cluster], p, 1)

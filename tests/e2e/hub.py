@@ -1,0 +1,51 @@
+"""A hub (`suanpan-hub serve` on its own PostgreSQL) and the real agents of some of the
+session's local clusters, for end-to-end tests that submit through the API."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from bench.failover import Agents, Api, Hubs, clear_pods, hub_database, setup_tenancy
+from deploy.local.clusters import Environment
+from deploy.local.kube import wait_for
+from federation.store.embedded import EmbeddedPostgres
+
+
+@asynccontextmanager
+async def hub_over(
+    env: Environment, names: Sequence[str], workdir: Path, config: str = ""
+) -> AsyncIterator[Api]:
+    """Admin calls to a hub whose agents run for `names` (Ready when this yields); `config`:
+    more of the hub's configuration file. The session's clusters are left without pods."""
+    pg = EmbeddedPostgres(workdir / "pg")
+    url = await hub_database(pg)
+    (workdir / "hub.yaml").write_text("scheduling: {intervalSeconds: 0.2}\n" + config)
+    hubs = Hubs(url, workdir, count=1, args=["--config", str(workdir / "hub.yaml")])
+    agents: Agents | None = None
+    try:
+        await hubs.start(hubs.ports[0])
+        api = Api(hubs)
+        tokens = await setup_tenancy(api, list(names))
+        kubeconfigs = {name: env.cluster(name).kubeconfig for name in names}
+        agents = Agents(dict.fromkeys(names, hubs.urls), tokens, workdir, kubeconfigs)
+        for name in names:
+            await agents.start(name)
+
+        async def ready() -> bool:
+            for name in names:
+                cluster = await api.call("GET", f"/v1/clusters/{name}") or {}
+                if cluster.get("state") != "Ready":
+                    return False
+            return True
+
+        await wait_for(f"{', '.join(names)} Ready", ready, 90)
+        yield api
+    finally:
+        if agents is not None:
+            await agents.close()
+        await hubs.close()
+        await pg.stop()
+        for cs in env.clusters:  # the session's other modules use these clusters
+            await clear_pods(cs)
