@@ -87,16 +87,19 @@ class Job:
     started_at: datetime | None
     finished_at: datetime | None
     checkpointed_at: datetime | None
+    service_id: uuid.UUID | None  # a service's shard: its service
+    replica_cap: int | None  # a shard: the most replicas the service controller lets it hold
     created_at: datetime
     updated_at: datetime
 
 
 @dataclass(frozen=True)
 class Event:
-    """Something that happened to a job or cluster."""
+    """Something that happened to a job, a service or a cluster."""
 
     id: int
     job_id: uuid.UUID | None
+    service_id: uuid.UUID | None
     cluster_id: uuid.UUID | None
     kind: str
     reason: str
