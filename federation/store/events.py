@@ -1,4 +1,4 @@
-"""The event log of jobs and clusters: append-only, written beside every change."""
+"""The event log of jobs, services and clusters: append-only, written beside every change."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ async def add_event(
     reason: str,
     message: str = "",
     job_id: uuid.UUID | None = None,
+    service_id: uuid.UUID | None = None,
     cluster_id: uuid.UUID | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> None:
@@ -28,6 +29,7 @@ async def add_event(
     await conn.execute(
         sa.insert(events).values(
             job_id=job_id,
+            service_id=service_id,
             cluster_id=cluster_id,
             kind=kind,
             reason=reason,

@@ -107,6 +107,36 @@ def job_manifest(name: str = "train", queue: str = "default", **spec: Any) -> di
     return body
 
 
+def service_manifest(name: str = "chat", queue: str = "default", **spec: Any) -> dict[str, Any]:
+    """A valid service: a vLLM-like server on 2 to 8 H100s spread over 2 clusters, scaled on
+    the requests each replica runs; keyword arguments override `spec` fields."""
+    body: dict[str, Any] = {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"team": "nlp"}},
+        "spec": {
+            "queue": queue,
+            "ports": [{"name": "http", "port": 8000}],
+            "spread": {"clusters": 2},
+            "autoscaling": {
+                "metric": {"name": "vllm:num_requests_running", "target": 4, "port": 8000}
+            },
+            "server": {
+                "minReplicas": 1,
+                "maxReplicas": 8,
+                "image": "vllm/vllm-openai:v0.6.3",
+                "resources": {
+                    "cpu": "8",
+                    "memory": "64Gi",
+                    "accelerators": {"count": 1, "anyOf": [{"flavor": "nvidia/H100*"}]},
+                },
+            },
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
 async def store_queue(db: Database) -> tuple[Tenant, Queue]:
     """A fresh tenant with queue `q`, made in the store (for tests below the API)."""
     async with db.transaction() as conn:
