@@ -14,12 +14,8 @@ import sqlalchemy as sa
 
 from api.context import CONTEXT
 from federation.compiled import CompiledJob
-from federation.compiler import shard_form
-from federation.store import jobs as job_store
-from federation.store.clusters import ensure_cluster
-from federation.store.lifecycle import NewPlacement, place_jobs
-from federation.store.tables import clusters, jobs, placements, service_endpoints, services
-from tests.integration.conftest import Hub, service_manifest
+from federation.store.tables import jobs, services
+from tests.integration.conftest import Hub, service_manifest, service_shard
 
 pytestmark = pytest.mark.integration
 
@@ -294,76 +290,15 @@ async def test_an_update_may_not_rename_nor_move_the_service(
     assert same["version"] == 1
 
 
-async def _shard(
-    hub: Hub, service_id: str, n: int, cluster: str, *, held: int, cap: int, serving: bool
-) -> uuid.UUID:
-    """A placed shard of the service on `cluster` (region eu-`cluster`), holding `held`
-    replicas, with (if `serving`) its cluster's report: held ready, 3 requests per replica."""
-    async with hub.db.transaction() as conn:
-        row = (
-            await conn.execute(sa.select(services).where(services.c.id == uuid.UUID(service_id)))
-        ).one()
-        cluster_id = await ensure_cluster(conn, cluster)
-        await conn.execute(
-            sa.update(clusters).where(clusters.c.id == cluster_id).values(region=f"eu-{cluster}")
-        )
-        compiled = shard_form(CompiledJob.model_validate(row.compiled), (cluster,))
-        job, _ = await job_store.submit(
-            conn,
-            job_store.NewJob(
-                tenant_id=row.tenant_id,
-                tenant="",
-                queue_id=row.queue_id,
-                queue="",
-                name=f"{row.name}-{n}",
-                labels={},
-                spec={},
-                compiled=compiled.model_dump(mode="json", by_alias=True),
-                priority=row.priority,
-                priority_class=row.priority_class,
-                preemptible=row.preemptible,
-                tasks=[("server", 1)],
-            ),
-        )
-        await conn.execute(
-            sa.update(jobs).where(jobs.c.id == job.id).values(service_id=row.id, replica_cap=cap)
-        )
-        await place_jobs(
-            conn, [NewPlacement(job.id, job.version, cluster_id, 1, {"server": None}, [], "", {})]
-        )
-        await conn.execute(
-            sa.update(placements)
-            .where(placements.c.job_id == job.id)
-            .values(assignment=placements.c.assignment + {"replicas": {"server": held}})
-        )
-        if serving:
-            await conn.execute(
-                sa.insert(service_endpoints).values(
-                    job_id=job.id,
-                    epoch=1,
-                    cluster_id=cluster_id,
-                    address=f"{row.name}.acme.svc.cluster.local",
-                    cluster_ip="10.96.0.10",
-                    ports=[{"name": "http", "port": 8000, "protocol": "TCP"}],
-                    ready=held,
-                    updated=held,
-                    generation=1,
-                    metric_sum=3.0 * held,
-                    sampled=held,
-                )
-            )
-    return job.id
-
-
 async def test_detail_and_endpoints_show_each_live_shard(hub: Hub) -> None:
     token = await hub.tenant_with_queue("acme")
     made = await _create(hub, token, service_manifest())
-    first = await _shard(hub, made["id"], 0, "c1", held=3, cap=3, serving=True)
-    second = await _shard(hub, made["id"], 1, "c2", held=1, cap=2, serving=True)
-    closed = await _shard(hub, made["id"], 2, "c3", held=1, cap=1, serving=True)
+    first = await service_shard(hub, made["id"], 0, "c1", held=3, cap=3, serving=True)
+    second = await service_shard(hub, made["id"], 1, "c2", held=1, cap=2, serving=True)
+    closed = await service_shard(hub, made["id"], 2, "c3", held=1, cap=1, serving=True)
     async with hub.db.transaction() as conn:
         await conn.execute(sa.update(jobs).where(jobs.c.id == closed).values(state="Cancelled"))
-    waiting = await _shard(hub, made["id"], 3, "c4", held=0, cap=1, serving=False)
+    waiting = await service_shard(hub, made["id"], 3, "c4", held=0, cap=1, serving=False)
     _, detail = await hub.call("GET", "/v1/services/chat", token)
     assert detail["ready"] == 4
     assert [
@@ -392,7 +327,7 @@ async def test_detail_and_endpoints_show_each_live_shard(hub: Hub) -> None:
 async def test_a_report_of_an_earlier_placement_is_no_endpoint(hub: Hub) -> None:
     token = await hub.tenant_with_queue("acme")
     made = await _create(hub, token, service_manifest())
-    shard = await _shard(hub, made["id"], 0, "c1", held=2, cap=2, serving=True)
+    shard = await service_shard(hub, made["id"], 0, "c1", held=2, cap=2, serving=True)
     async with hub.db.transaction() as conn:  # requeued since: its report is of epoch 1
         await conn.execute(sa.update(jobs).where(jobs.c.id == shard).values(epoch=2))
     _, found = await hub.call("GET", "/v1/services/chat/endpoints", token)
