@@ -334,3 +334,19 @@ async def test_a_report_of_an_earlier_placement_is_no_endpoint(hub: Hub) -> None
     assert found["items"] == []
     _, detail = await hub.call("GET", "/v1/services/chat", token)
     assert detail["ready"] == 0 and detail["shards"][0]["held"] == 0
+
+
+async def test_the_document_describes_services_and_links_the_created_one(hub: Hub) -> None:
+    _, doc = await hub.call("GET", "/openapi.json", None)
+    post = doc["paths"]["/v1/services"]["post"]
+    assert {"201", "409", "422"} <= set(post["responses"])
+    assert {"get_service", "update_service", "delete_service", "service_endpoints"} <= set(
+        post["responses"]["201"]["links"]
+    )
+    assert post["responses"]["201"]["links"]["get_service"]["parameters"] == {
+        "service": "$response.body#/name"
+    }
+    assert doc["paths"]["/v1/services/{service}"]["delete"]["responses"]["202"]
+    schemas = doc["components"]["schemas"]
+    assert "autoscaling" in schemas["ServiceSpec"]["properties"]
+    assert "shards" in schemas["ServiceDetail"]["properties"]
