@@ -201,7 +201,7 @@ async def update_service(call: Call) -> Reply:
                 [FieldError("metadata.name", "must be the service's name", repr(current.name))],
             )
         service = await service_store.update(conn, current.id, new)
-        if context.update_shards is not None:
+        if context.update_shards is not None and service.version != current.version:
             compiled = CompiledJob.model_validate(service.compiled)
             await context.update_shards(conn, service.id, compiled)
     return Reply(200, service_out(service))

@@ -105,6 +105,7 @@ async def create(conn: AsyncConnection, new: NewService) -> tuple[Service, bool]
     (not new), or raises Conflict when it came with another body; a live service of the same
     name in the tenant is a Conflict."""
     service_id = uuid.uuid4()
+    wanted = desired(new.compiled)
     inserted = await conn.scalar(
         insert(services)
         .values(
@@ -118,7 +119,7 @@ async def create(conn: AsyncConnection, new: NewService) -> tuple[Service, bool]
             priority=new.priority,
             priority_class=new.priority_class,
             preemptible=new.preemptible,
-            desired=desired(new.compiled),
+            desired=wanted,
             generation=1,
             idempotency_key=new.idempotency_key,
             request_hash=new.request_hash,
@@ -131,7 +132,7 @@ async def create(conn: AsyncConnection, new: NewService) -> tuple[Service, bool]
             conn,
             kind="Service",
             reason="Created",
-            message=f"{desired(new.compiled)} replicas wanted",
+            message=f"{wanted} replicas wanted",
             service_id=service_id,
         )
         await _wake(conn)
@@ -226,7 +227,8 @@ async def list_services(
 async def update(conn: AsyncConnection, service_id: uuid.UUID, new: NewService) -> Service:
     """Replace a live service's manifest and compiled form (under its row lock): the
     generation goes up when the server's pods change (`rolls`), `desired` is kept within the
-    new bounds. The caller hands the returned compiled form to the service's live shards."""
+    new bounds; the same manifest again changes nothing (its version stays). The caller hands
+    a changed service's compiled form to its live shards."""
     current = await get(conn, str(service_id), lock=True)
     if current.state == "Deleted":
         raise Conflict("service already Deleted; create it anew", state=current.state)
@@ -237,6 +239,8 @@ async def update(conn: AsyncConnection, service_id: uuid.UUID, new: NewService) 
     ]
     if wrong:
         raise InvalidInput(f"{wrong[0].path}: {wrong[0].message}", wrong)
+    if new.spec == current.spec:  # applied again as it is: nothing to write, nothing to roll
+        return current
     rolled = rolls(CompiledJob.model_validate(current.compiled), new.compiled)
     generation = current.generation + (1 if rolled else 0)
     wanted = desired(new.compiled, current.desired)

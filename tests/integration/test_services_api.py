@@ -254,6 +254,8 @@ async def test_an_update_hands_the_new_form_to_the_shards(hub: Hub) -> None:
         handed.append((service_id, compiled))
 
     hub.client.app[CONTEXT].update_shards = update_shards
+    _, same = await hub.call("PUT", "/v1/services/chat", token, json=service_manifest())
+    assert same["version"] == 1 and handed == []  # the same manifest again changes nothing
     changed = service_manifest()
     changed["spec"]["server"]["image"] = "vllm/vllm-openai:v0.7.0"
     assert (await hub.call("PUT", "/v1/services/chat", token, json=changed))[0] == 200
