@@ -1,4 +1,4 @@
-"""`suanpan`: submit and follow jobs, look at clusters, queues and capacity.
+"""`suanpan`: submit and follow jobs, run services, look at clusters, queues and capacity.
 
 The hub URL and token come from flags, then `SUANPAN_HUB`/`SUANPAN_TOKEN`, then the config
 file `~/.config/suanpan/config.yaml` (`hub: URL`, `token: TOKEN`). The token is an API token
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 from collections import defaultdict
@@ -20,7 +19,15 @@ from typing import Any
 
 import yaml
 
+from api.cli_output import emit, indented
 from api.client import HubClient, HubError
+from api.service_cli import (
+    apply,
+    delete_service,
+    describe_service,
+    get_endpoints,
+    get_services,
+)
 from federation.imports import annotated
 from federation.tls_client import client_context
 
@@ -35,24 +42,6 @@ def _config(args: argparse.Namespace) -> tuple[str, str | None]:
     hub = args.hub or os.environ.get("SUANPAN_HUB") or stored.get("hub") or "http://127.0.0.1:8080"
     token = args.token or os.environ.get("SUANPAN_TOKEN") or stored.get("token")
     return str(hub), token
-
-
-def table(rows: list[list[Any]], header: list[str]) -> str:
-    """Rows as an aligned plain-text table."""
-    cells = [header, *[[("" if c is None else str(c)) for c in r] for r in rows]]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
-    )
-
-
-def _emit(data: Any, fmt: str, rows: list[list[Any]], header: list[str]) -> None:
-    if fmt == "json":
-        print(json.dumps(data, indent=2))
-    elif fmt == "yaml":
-        print(yaml.safe_dump(data, sort_keys=False), end="")
-    else:
-        print(table(rows, header))
 
 
 def _job_rows(items: list[dict[str, Any]]) -> list[list[Any]]:
@@ -86,15 +75,19 @@ async def _resolve_job(client: HubClient, ref: str) -> str:
 
 
 async def _get(client: HubClient, args: argparse.Namespace) -> None:
-    if args.kind in ("job", "jobs"):
+    if args.kind in ("service", "services"):
+        await get_services(client, args)
+    elif args.kind == "endpoints":
+        await get_endpoints(client, args)
+    elif args.kind in ("job", "jobs"):
         if args.name:
             job = await client.request("GET", f"/v1/jobs/{await _resolve_job(client, args.name)}")
-            _emit(job, args.output, _job_rows([job]), JOB_HEADER)
+            emit(job, args.output, _job_rows([job]), JOB_HEADER)
             return
         filters = ("state", "queue", "label", "vendor", "cluster")
         params = {k: getattr(args, k) for k in filters if getattr(args, k)}
         page = await client.request("GET", "/v1/jobs", params={**params, "limit": str(args.limit)})
-        _emit(page, args.output, _job_rows(page["items"]), JOB_HEADER)
+        emit(page, args.output, _job_rows(page["items"]), JOB_HEADER)
     elif args.kind in ("cluster", "clusters"):
         path = f"/v1/clusters/{args.name}" if args.name else "/v1/clusters"
         data = await client.request("GET", path)
@@ -111,7 +104,7 @@ async def _get(client: HubClient, args: argparse.Namespace) -> None:
             ]
             for c in items
         ]
-        _emit(data, args.output, rows, ["NAME", "REGION", "STATE", "NODES", "ACCELERATORS"])
+        emit(data, args.output, rows, ["NAME", "REGION", "STATE", "NODES", "ACCELERATORS"])
     elif args.kind in ("queue", "queues"):
         data = await client.request("GET", "/v1/queues")
         rows = [
@@ -126,10 +119,10 @@ async def _get(client: HubClient, args: argparse.Namespace) -> None:
             for q in data["items"]
             if args.name in (None, q["name"])
         ]
-        _emit(data, args.output, rows, ["TENANT", "QUEUE", "COHORT", "WEIGHT", "USAGE", "JOBS"])
+        emit(data, args.output, rows, ["TENANT", "QUEUE", "COHORT", "WEIGHT", "USAGE", "JOBS"])
     else:
         data = await client.request("GET", "/v1/tenants")
-        _emit(
+        emit(
             data,
             args.output,
             [[t["name"], t["displayName"]] for t in data["items"]],
@@ -179,7 +172,7 @@ async def _top(client: HubClient, args: argparse.Namespace) -> None:
     params = {k: v for k, v in (("cluster", args.cluster), ("vendor", args.vendor)) if v}
     data = await client.request("GET", "/v1/telemetry", params=params)
     rows, header = top_rows(data["items"], args.by)
-    _emit(data, args.output, rows, header)
+    emit(data, args.output, rows, header)
 
 
 TTL_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -223,10 +216,10 @@ async def _token(client: HubClient, args: argparse.Namespace) -> None:
         return
     else:
         page = await client.request("GET", "/v1/tokens")
-        _emit(page, args.output, _token_rows(page["items"]), TOKEN_HEADER)
+        emit(page, args.output, _token_rows(page["items"]), TOKEN_HEADER)
         return
     if args.output != "table":
-        _emit(made, args.output, [], [])
+        emit(made, args.output, [], [])
     else:
         print(f"token {made['id']} expires {made['expiresAt']} (secret shown once):")
         print(made["token"])
@@ -277,7 +270,7 @@ async def _audit(client: HubClient, args: argparse.Namespace) -> None:
             break
     fields = ("actor", "tenant", "action", "object", "status", "source", "requestId")
     rows = [[r["at"][:19], *(r[f] if r[f] is not None else "-" for f in fields)] for r in items]
-    _emit({"items": items}, args.output, rows, AUDIT_HEADER)
+    emit({"items": items}, args.output, rows, AUDIT_HEADER)
 
 
 async def _logs(client: HubClient, args: argparse.Namespace) -> None:
@@ -350,12 +343,10 @@ async def _describe(client: HubClient, args: argparse.Namespace) -> None:
         rows = [
             [e["task"], e["replicas"], e["minReplicas"], e["maxReplicas"]] for e in job["elastic"]
         ]
-        for line in table(rows, ["TASK", "REPLICAS", "MIN", "MAX"]).splitlines():
-            print(f"  {line}")
+        indented(rows, ["TASK", "REPLICAS", "MIN", "MAX"])
     if job["replicas"]:
         print("replicas:")
-        for line in table(replica_rows(job["replicas"]), REPLICA_HEADER).splitlines():
-            print(f"  {line}")
+        indented(replica_rows(job["replicas"]), REPLICA_HEADER)
     print("events:")
     for e in events["items"]:
         print(f"  {e['createdAt'][11:19]}  {e['reason']:<14} {e['message']}")
@@ -368,10 +359,16 @@ async def _run(args: argparse.Namespace) -> int:
         if args.command == "submit":
             job = await client.submit(args.manifest, args.idempotency_key)
             print(f"job {job['id']} {job['state']}")
+        elif args.command == "apply":
+            await apply(client, args.manifest, args.idempotency_key)
+        elif args.command == "describe" and args.kind == "service":
+            await describe_service(client, args.id)
         elif args.command == "get":
             await _get(client, args)
         elif args.command == "describe":
             await _describe(client, args)
+        elif args.command == "delete":
+            await delete_service(client, args.name)
         elif args.command == "cancel":
             job = await client.request(
                 "POST", f"/v1/jobs/{await _resolve_job(client, args.id)}/cancel"
@@ -382,7 +379,7 @@ async def _run(args: argparse.Namespace) -> int:
                 "GET", f"/v1/jobs/{await _resolve_job(client, args.id)}/explain"
             )
             if args.output != "table":
-                _emit(why, args.output, [], [])
+                emit(why, args.output, [], [])
             else:
                 print(why["summary"])
                 for c in why["clusters"]:
@@ -416,21 +413,36 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("-f", "--file", required=True, help="YAML or JSON manifest, - for stdin")
     s.add_argument("--idempotency-key", help="retry-safe key: the same key submits once")
     _import_flags(s)
-    g = sub.add_parser("get", parents=[out], help="list jobs, clusters, queues or tenants")
-    g.add_argument(
-        "kind", choices=("jobs", "job", "clusters", "cluster", "queues", "queue", "tenants")
+    ap = sub.add_parser("apply", help="create or update a service from its manifest")
+    ap.add_argument("-f", "--file", required=True, help="YAML or JSON manifest, - for stdin")
+    ap.add_argument("--idempotency-key", help="retry-safe key of a creation")
+    g = sub.add_parser(
+        "get", parents=[out], help="list jobs, services, endpoints, clusters, queues or tenants"
     )
-    g.add_argument("name", nargs="?")
+    g.add_argument(
+        "kind",
+        choices=(
+            *("jobs", "job", "services", "service", "endpoints"),
+            *("clusters", "cluster", "queues", "queue", "tenants"),
+        ),
+    )
+    g.add_argument("name", nargs="?", help="one of them (endpoints: the service's)")
     g.add_argument("--state", help="comma-separated job states")
     g.add_argument("--queue")
     g.add_argument("--label", help="k=v[,k=v]")
     g.add_argument("--vendor", help="jobs that accept this vendor's devices")
     g.add_argument("--cluster", help="jobs placed on this cluster")
     g.add_argument("--limit", type=int, default=50)
-    for name, text in (("describe", "a job with its events"), ("cancel", "cancel a job")):
+    for name, text, kinds in (
+        ("describe", "a job or a service with its events", ("job", "service")),
+        ("cancel", "cancel a job", ("job",)),
+    ):
         c = sub.add_parser(name, help=text)
-        c.add_argument("kind", choices=("job",))
-        c.add_argument("id")
+        c.add_argument("kind", choices=kinds)
+        c.add_argument("id", help="a job's id (or a prefix), a service's name")
+    d = sub.add_parser("delete", help="delete a service (its pods are removed)")
+    d.add_argument("kind", choices=("service",))
+    d.add_argument("name")
     e = sub.add_parser("explain", parents=[out], help="why a job waits, per cluster")
     e.add_argument("id")
     t = sub.add_parser(
@@ -506,9 +518,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return sim_main(argv[1:])
     args = parser().parse_args(argv)
-    if args.command == "submit":
+    if args.command in ("submit", "apply"):
         text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-        args.manifest = _with_import_flags(args, text)
+        args.manifest = _with_import_flags(args, text) if args.command == "submit" else text
     try:
         return asyncio.run(_run(args))
     except HubError as exc:

@@ -614,3 +614,108 @@ class Health(_Out):
 
     status: Literal["ok"]
     version: str
+
+
+class ServiceOut(_Out):
+    """A service: the replicas the hub wants of it now and its template's generation."""
+
+    id: uuid.UUID
+    name: str
+    tenant: str
+    queue: str
+    state: Literal["Active", "Deleted"]
+    priority: int
+    priority_class: str = Field(alias="priorityClass")
+    preemptible: bool
+    labels: dict[str, str]
+    desired: int = Field(description="replicas wanted across all its clusters now")
+    generation: int = Field(description="of the server's pods: an update that changes them adds 1")
+    version: int
+    spec: dict[str, Any]
+    created_at: datetime = Field(alias="createdAt")
+    updated_at: datetime = Field(alias="updatedAt")
+    deleted_at: datetime | None = Field(alias="deletedAt")
+
+
+class ServiceList(_Out):
+    """A page of services."""
+
+    items: list[ServiceOut]
+    next_cursor: str | None = Field(alias="nextCursor")
+
+
+class ServiceQuery(_In):
+    """Filters and paging of the service list."""
+
+    tenant: DnsLabel | None = None
+    state: Literal["Active", "Deleted"] = Field(
+        default="Active", description="live services, or deleted ones"
+    )
+    limit: QueryInt = Field(default=50, ge=1, le=500)
+    cursor: Annotated[str, StringConstraints(max_length=64, pattern=r"^[A-Za-z0-9_-]+$")] | None = (
+        None
+    )
+
+
+class ShardOut(_Out):
+    """One live shard of a service: a job confined to one cluster."""
+
+    job: uuid.UUID
+    name: str
+    cluster: str | None = Field(description="where its active placement is (null: waiting)")
+    state: JobState
+    held: int = Field(description="replicas its placement holds")
+    cap: int | None = Field(description="the most replicas the service controller lets it hold")
+    ready: int = Field(description="replicas ready, as its cluster last reported")
+    updated: int = Field(description="ready replicas of the shard's generation")
+    generation: int
+
+
+class AutoscalingStatus(_Out):
+    """The scaling metric: the latest average per replica read, and the target."""
+
+    metric: str
+    target: float
+    average: float | None = Field(description="sum over the replicas read / replicas read")
+    sampled: int = Field(description="replicas whose metric was read in the latest reports")
+    min_replicas: int = Field(alias="minReplicas")
+    max_replicas: int = Field(alias="maxReplicas")
+
+
+class ServiceDetail(ServiceOut):
+    """A service with its live shards, readiness, autoscaling status and recent events."""
+
+    ready: int = Field(description="replicas ready across its shards")
+    autoscaling: AutoscalingStatus | None = Field(description="null: a fixed replica count")
+    shards: list[ShardOut]
+    events: list[EventOut] = Field(description="its latest events, oldest first")
+
+
+class EndpointPortOut(_Out):
+    """A port of a shard's Service."""
+
+    name: str
+    port: int
+    protocol: str
+
+
+class EndpointOut(_Out):
+    """Where one shard serves, as its cluster last reported: its Kubernetes Service."""
+
+    shard: str
+    job: uuid.UUID
+    cluster: str
+    region: str
+    address: str = Field(description="<service>.<namespace>.svc.cluster.local")
+    cluster_ip: str = Field(alias="clusterIP")
+    ports: list[EndpointPortOut]
+    ready: int
+    updated: int = Field(description="ready replicas of the current generation")
+    generation: int
+    reported_at: datetime = Field(alias="reportedAt")
+
+
+class EndpointList(_Out):
+    """Each live shard's endpoint (shards not reported yet are left out)."""
+
+    items: list[EndpointOut]

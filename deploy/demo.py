@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from api.cli import REPLICA_HEADER, replica_rows, table, top_rows
+from api.cli import REPLICA_HEADER, replica_rows, top_rows
+from api.cli_output import table
 from cluster_agents.backends.simulated import Reading, SimulatedCluster
 from deploy.browser import console_screenshots
 from deploy.fleet import Fleet, local_fleet

@@ -1,12 +1,16 @@
-"""Helpers the route modules share: id parsing and model conversion."""
+"""Helpers the route modules share: id parsing, the tenant a listing shows, model conversion."""
 
 from __future__ import annotations
 
 import uuid
 
-from api.schemas import EventOut, JobOut, ReplicaFailureOut, ReplicaOut
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from api.auth import tenant_scope
+from api.schemas import EventOut, JobOut, ReplicaFailureOut, ReplicaOut, ServiceOut
 from federation.errors import NotFound
-from federation.store.records import Event, Job
+from federation.store import tenancy
+from federation.store.records import Event, Job, Principal, Service
 from federation.store.replicas import Replica
 
 
@@ -20,6 +24,20 @@ def parse_id(what: str, raw: str) -> uuid.UUID:
     if str(parsed) != raw.lower():
         raise NotFound(what, raw)
     return parsed
+
+
+async def listed_tenant(
+    conn: AsyncConnection, who: Principal, name: str | None
+) -> uuid.UUID | None:
+    """The tenant whose objects a listing shows: the one named (another than the caller's is
+    not found), else the caller's (None: every tenant)."""
+    scope = tenant_scope(who)
+    if name is None:
+        return scope
+    tenant = await tenancy.get_tenant(conn, name)
+    if scope is not None and tenant.id != scope:
+        raise NotFound("tenant", name)
+    return tenant.id
 
 
 def job_out(job: Job) -> JobOut:
@@ -44,6 +62,28 @@ def job_out(job: Job) -> JobOut:
         started_at=job.started_at,
         finished_at=job.finished_at,
         checkpointed_at=job.checkpointed_at,
+    )
+
+
+def service_out(service: Service) -> ServiceOut:
+    """The API form of a service."""
+    return ServiceOut(
+        id=service.id,
+        name=service.name,
+        tenant=service.tenant,
+        queue=service.queue,
+        state=service.state,
+        priority=service.priority,
+        priority_class=service.priority_class,
+        preemptible=service.preemptible,
+        labels=service.labels,
+        desired=service.desired,
+        generation=service.generation,
+        version=service.version,
+        spec=service.spec,
+        created_at=service.created_at,
+        updated_at=service.updated_at,
+        deleted_at=service.deleted_at,
     )
 
 

@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import re
 from dataclasses import replace
-from typing import Any
 
 from pydantic import ValidationError
 
 from api.auth import tenant_scope
 from api.context import ctx
 from api.problems import invalid, problem_body
-from api.registry import HEADER_PATTERN, WRITERS, Call, Reply
+from api.registry import WRITERS, Call, Reply
 from api.routes import API
-from api.routes.common import event_out, job_out, parse_id, replica_out
+from api.routes.common import event_out, job_out, listed_tenant, parse_id, replica_out
+from api.routes.submission import (
+    IDEMPOTENCY_HEADER,
+    check_admissible,
+    compile_failed,
+    digest,
+    idempotency_key,
+    preemptible,
+    target,
+)
 from api.schemas import (
     BatchOutcome,
     ClusterReason,
@@ -31,77 +37,12 @@ from api.schemas import (
     JobOut,
     JobQuery,
 )
-from federation.compiled import CompiledJob, JobFacts, core_job
 from federation.compiler import CompileError, compile_job
-from federation.errors import FieldError, InvalidInput, NotFound, SuanpanError, Unrunnable
+from federation.errors import InvalidInput, SuanpanError
 from federation.imports import KubernetesManifest, Submission, imported_path, to_manifest
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import replicas as replica_store
-from federation.store import tenancy
-from federation.store.tenancy import SubmissionTarget
-from federation.tenant_policy import TenantPolicy, violations
-
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
-
-
-async def _target(call: Call, manifest: JobManifest) -> SubmissionTarget:
-    """Tenant, queue and priority class of a submission (resolved recently, or now), each
-    missing one a precise error."""
-    who = call.who
-    named = manifest.metadata.tenant
-    if who.tenant_id is None and named is None:
-        raise InvalidInput(
-            "metadata.tenant is required for tokens not bound to a tenant",
-            [FieldError("metadata.tenant", "required for admin tokens", "a tenant name")],
-        )
-    key = (who.tenant_id, named, manifest.spec.queue, manifest.spec.priority_class)
-    return await ctx(call.request).targets.get(key, lambda: _resolve(call, manifest))
-
-
-async def _resolve(call: Call, manifest: JobManifest) -> SubmissionTarget:
-    """The submission target read from the database; a precise error if it is incomplete."""
-    who = call.who
-    named = manifest.metadata.tenant
-    async with ctx(call.request).db.connection() as conn:
-        target = await tenancy.submission_target(
-            conn,
-            tenant_id=who.tenant_id,
-            tenant_name=named,
-            queue=manifest.spec.queue,
-            priority_class_name=manifest.spec.priority_class,
-        )
-    if target is None:
-        raise InvalidInput(
-            f"no tenant named {named!r}",
-            [FieldError("metadata.tenant", f"no tenant named {named!r}", "an existing tenant")],
-        )
-    if who.tenant_id is not None and named is not None and named != target.tenant:
-        raise NotFound("tenant", named)
-    if target.queue_id is None:
-        raise InvalidInput(
-            f"no queue {manifest.spec.queue!r} in tenant {target.tenant!r}",
-            [FieldError("spec.queue", "no such queue in this tenant", "an existing queue")],
-        )
-    if target.priority is None:
-        raise InvalidInput(
-            f"no priority class {manifest.spec.priority_class!r}",
-            [
-                FieldError(
-                    "spec.priorityClass", "unknown priority class", "see /v1/priority-classes"
-                )
-            ],
-        )
-    return target
-
-
-def _compile(call: Call, manifest: JobManifest) -> CompiledJob:
-    """The manifest compiled against the hub's catalog; a 422 naming the field otherwise."""
-    try:
-        return compile_job(ctx(call.request).catalog, manifest)
-    except CompileError as exc:
-        raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
 
 
 def _imported(call: Call, submitted: JobManifest | KubernetesManifest) -> JobManifest:
@@ -111,34 +52,9 @@ def _imported(call: Call, submitted: JobManifest | KubernetesManifest) -> JobMan
     try:
         return to_manifest(ctx(call.request).catalog, submitted)
     except CompileError as exc:
-        raise InvalidInput(str(exc), [FieldError(exc.path, exc.message, exc.expected)]) from exc
+        raise compile_failed(exc) from exc
     except ValidationError as exc:
         raise invalid(exc, "imported manifest") from exc
-
-
-def _check_policy(policy: TenantPolicy, compiled: CompiledJob) -> None:
-    """Refuse what the tenant's policy forbids, naming each field."""
-    found = violations(policy, compiled)
-    if found:
-        raise InvalidInput(
-            f"{found[0][0]}: {found[0][1]}",
-            [FieldError(path, why, "allowed by the tenant's policy") for path, why in found],
-        )
-
-
-async def _check_runnable(
-    call: Call, manifest: JobManifest, compiled: CompiledJob, queue: str, priority: int
-) -> None:
-    """Refuse jobs no cluster of the fleet could ever run."""
-    facts = JobFacts(
-        id="submission", queue=queue, priority=priority, preemptible=False, created_at=0
-    )
-    rejected = await ctx(call.request).fleet_check.rejection(core_job(compiled, facts))
-    if rejected is not None:
-        raise Unrunnable(
-            {cluster: str(status) for cluster, status in rejected.reasons.items()},
-            manifest.metadata.name,
-        )
 
 
 @API.op(
@@ -158,18 +74,7 @@ async def submit_job(call: Call) -> Reply:
     with `Idempotency-Key`, a retry returns the first job (200)."""
     submitted = call.body_as(Submission).root
     manifest = _imported(call, submitted)
-    key = call.request.headers.get(IDEMPOTENCY_HEADER)
-    if key is not None and IDEMPOTENCY_KEY.fullmatch(key) is None:
-        raise InvalidInput(
-            f"{IDEMPOTENCY_HEADER} must be 1 to 128 printable ASCII characters",
-            [
-                FieldError(
-                    f"header.{IDEMPOTENCY_HEADER}",
-                    "must be 1 to 128 printable ASCII characters, no space",
-                    f"matches {HEADER_PATTERN}",
-                )
-            ],
-        )
+    key = idempotency_key(call)
     try:
         new = await _prepare(call, manifest, key)
     except InvalidInput as exc:
@@ -181,42 +86,32 @@ async def submit_job(call: Call) -> Reply:
     return Reply(201 if created else 200, job_out(job), {"Location": f"/v1/jobs/{job.id}"})
 
 
-def _digest(spec: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
-
-
 async def _prepare(call: Call, manifest: JobManifest, key: str | None) -> job_store.NewJob:
     """What the store needs to queue a validated manifest: compiled, its tenant, queue and
     priority resolved, refused if no cluster could ever run it."""
     spec = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
-    # a repeat of an idempotency key is told from a conflicting reuse by the body's digest
-    digest = _digest(spec) if key is not None else None
-    compiled = _compile(call, manifest)
-    target = await _target(call, manifest)
-    assert target.queue_id is not None and target.priority is not None
-    _check_policy(TenantPolicy.model_validate(target.policy), compiled)
-    await _check_runnable(
-        call, manifest, compiled, f"{target.tenant}/{manifest.spec.queue}", target.priority
-    )
+    try:
+        compiled = compile_job(ctx(call.request).catalog, manifest)
+    except CompileError as exc:
+        raise compile_failed(exc) from exc
+    found = await target(call, manifest)
+    assert found.queue_id is not None and found.priority is not None
+    await check_admissible(call, manifest, compiled, found)
     return job_store.NewJob(
-        tenant_id=target.tenant_id,
-        tenant=target.tenant,
-        queue_id=target.queue_id,
+        tenant_id=found.tenant_id,
+        tenant=found.tenant,
+        queue_id=found.queue_id,
         queue=manifest.spec.queue,
         name=manifest.metadata.name,
         labels=manifest.metadata.labels,
         spec=spec,
         compiled=compiled.model_dump(mode="json", by_alias=True),
-        priority=target.priority,
+        priority=found.priority,
         priority_class=manifest.spec.priority_class,
-        preemptible=(
-            manifest.spec.preemptible
-            if manifest.spec.preemptible is not None
-            else target.preemptible_default
-        ),
+        preemptible=preemptible(manifest, found),
         tasks=[(t.name, t.replicas) for t in compiled.tasks],
         idempotency_key=key,
-        request_hash=digest,
+        request_hash=digest(spec) if key is not None else None,
     )
 
 
@@ -313,16 +208,9 @@ async def get_job(call: Call) -> Reply:
 async def list_jobs(call: Call) -> Reply:
     """Jobs newest first, filtered, with cursor pagination."""
     q = call.query_as(JobQuery)
-    scope = tenant_scope(call.who)
     async with ctx(call.request).db.connection() as conn:
-        tenant_id = scope
-        if q.tenant is not None:
-            tenant = await tenancy.get_tenant(conn, q.tenant)
-            if scope is not None and tenant.id != scope:
-                raise NotFound("tenant", q.tenant)
-            tenant_id = tenant.id
         flt = job_store.JobFilter(
-            tenant_id=tenant_id,
+            tenant_id=await listed_tenant(conn, call.who, q.tenant),
             queue=q.queue,
             states=tuple(q.state.split(",")) if q.state else (),
             labels=tuple(

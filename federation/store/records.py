@@ -94,11 +94,38 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Service:
+    """A service row with its tenant and queue named (`compiled`: its CompiledJob's JSON)."""
+
+    id: uuid.UUID
+    seq: int
+    tenant_id: uuid.UUID
+    tenant: str
+    queue_id: uuid.UUID
+    queue: str
+    name: str
+    labels: dict[str, str]
+    spec: dict[str, Any]
+    compiled: dict[str, Any]
+    priority: int
+    priority_class: str
+    preemptible: bool
+    state: str  # Active | Deleted
+    desired: int
+    generation: int
+    version: int
+    created_at: datetime
+    updated_at: datetime
+    deleted_at: datetime | None
+
+
+@dataclass(frozen=True)
 class Event:
     """Something that happened to a job, cluster or service."""
 
     id: int
     job_id: uuid.UUID | None
+    service_id: uuid.UUID | None
     cluster_id: uuid.UUID | None
     kind: str
     reason: str

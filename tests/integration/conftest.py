@@ -9,17 +9,23 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pytest
+import sqlalchemy as sa
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
 from api.app import create_app
 from api.security import HubRunner
 from deploy.fleet import Fleet
+from federation.compiled import CompiledJob
+from federation.compiler import shard_form
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.bootstrap import ensure_admin_token
+from federation.store.clusters import ensure_cluster
 from federation.store.database import Database
+from federation.store.lifecycle import NewPlacement, place_jobs
 from federation.store.records import Queue, Tenant
+from federation.store.tables import clusters, jobs, placements, service_endpoints, services
 
 ADMIN_TOKEN = "sp_test_admin_token"
 
@@ -105,6 +111,97 @@ def job_manifest(name: str = "train", queue: str = "default", **spec: Any) -> di
     }
     body["spec"].update(spec)
     return body
+
+
+def service_manifest(name: str = "chat", queue: str = "default", **spec: Any) -> dict[str, Any]:
+    """A valid service: a vLLM-like server on 2 to 8 H100s spread over 2 clusters, scaled on
+    the requests each replica runs; keyword arguments override `spec` fields."""
+    body: dict[str, Any] = {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Service",
+        "metadata": {"name": name, "labels": {"team": "nlp"}},
+        "spec": {
+            "queue": queue,
+            "ports": [{"name": "http", "port": 8000}],
+            "spread": {"clusters": 2},
+            "autoscaling": {
+                "metric": {"name": "vllm:num_requests_running", "target": 4, "port": 8000}
+            },
+            "server": {
+                "minReplicas": 1,
+                "maxReplicas": 8,
+                "image": "vllm/vllm-openai:v0.6.3",
+                "resources": {
+                    "cpu": "8",
+                    "memory": "64Gi",
+                    "accelerators": {"count": 1, "anyOf": [{"flavor": "nvidia/H100*"}]},
+                },
+            },
+        },
+    }
+    body["spec"].update(spec)
+    return body
+
+
+async def service_shard(
+    hub: Hub, service_id: str, n: int, cluster: str, *, held: int, cap: int, serving: bool
+) -> uuid.UUID:
+    """A placed shard of the service on `cluster` (region eu-`cluster`), holding `held`
+    replicas, with (if `serving`) its cluster's report: held ready, 3 requests per replica."""
+    async with hub.db.transaction() as conn:
+        row = (
+            await conn.execute(sa.select(services).where(services.c.id == uuid.UUID(service_id)))
+        ).one()
+        cluster_id = await ensure_cluster(conn, cluster)
+        await conn.execute(
+            sa.update(clusters).where(clusters.c.id == cluster_id).values(region=f"eu-{cluster}")
+        )
+        compiled = shard_form(CompiledJob.model_validate(row.compiled), (cluster,))
+        job, _ = await job_store.submit(
+            conn,
+            job_store.NewJob(
+                tenant_id=row.tenant_id,
+                tenant="",
+                queue_id=row.queue_id,
+                queue="",
+                name=f"{row.name}-{n}",
+                labels={},
+                spec={},
+                compiled=compiled.model_dump(mode="json", by_alias=True),
+                priority=row.priority,
+                priority_class=row.priority_class,
+                preemptible=row.preemptible,
+                tasks=[("server", 1)],
+            ),
+        )
+        await conn.execute(
+            sa.update(jobs).where(jobs.c.id == job.id).values(service_id=row.id, replica_cap=cap)
+        )
+        await place_jobs(
+            conn, [NewPlacement(job.id, job.version, cluster_id, 1, {"server": None}, [], "", {})]
+        )
+        await conn.execute(
+            sa.update(placements)
+            .where(placements.c.job_id == job.id)
+            .values(assignment=placements.c.assignment + {"replicas": {"server": held}})
+        )
+        if serving:
+            await conn.execute(
+                sa.insert(service_endpoints).values(
+                    job_id=job.id,
+                    epoch=1,
+                    cluster_id=cluster_id,
+                    address=f"{row.name}.acme.svc.cluster.local",
+                    cluster_ip="10.96.0.10",
+                    ports=[{"name": "http", "port": 8000, "protocol": "TCP"}],
+                    ready=held,
+                    updated=held,
+                    generation=1,
+                    metric_sum=3.0 * held,
+                    sampled=held,
+                )
+            )
+    return job.id
 
 
 async def store_queue(db: Database) -> tuple[Tenant, Queue]:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from federation.store.tables import events, jobs, tasks
-from tests.integration.conftest import Hub, job_manifest
+from federation.store.tables import events, jobs, services, tasks
+from tests.integration.conftest import Hub, job_manifest, service_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -209,6 +209,148 @@ async def test_bad_manifest_is_rejected_precisely_and_writes_nothing(
     if expected:
         assert any(expected in e.get("expected", "") for e in problem["errors"]), problem["errors"]
     assert await _counts(hub) == before
+
+
+SCALING = "spec.autoscaling"
+SERVER_CONTAINER = {"name": "server", "image": "vllm"}
+SERVICE_CASES: list[tuple[str, Edit, str, str]] = [
+    ("a job's kind", _set("kind", "Job"), "kind", "Service"),
+    ("no ports", _set("spec.ports", []), "spec.ports", "at least 1"),
+    ("port 0", _set("spec.ports.0.port", 0), "spec.ports[0].port", ">= 1"),
+    ("port 65536", _set("spec.ports.0.port", 65536), "spec.ports[0].port", "<= 65535"),
+    ("port name not DNS", _set("spec.ports.0.name", "HTTP"), "spec.ports[0].name", "matches"),
+    ("unknown protocol", _set("spec.ports.0.protocol", "QUIC"), "spec.ports[0].protocol", ""),
+    (
+        "two ports of one number",
+        _set("spec.ports", [{"name": "a", "port": 80}, {"name": "b", "port": 80}]),
+        "spec",
+        "",
+    ),
+    ("spread 0", _set("spec.spread.clusters", 0), "spec.spread.clusters", ">= 1"),
+    ("spread 17", _set("spec.spread.clusters", 17), "spec.spread.clusters", "<= 16"),
+    ("spread beyond maxReplicas", _set("spec.server.maxReplicas", 1), "spec", ""),
+    ("minReplicas above maxReplicas", _set("spec.server.minReplicas", 9), "spec.server", ""),
+    ("fixed and elastic replicas", _set("spec.server.replicas", 2), "spec.server", ""),
+    ("bounds without autoscaling", _drop(SCALING), "spec", ""),
+    (
+        "autoscaling without bounds",
+        _set("spec.server", {"replicas": 2, "image": "vllm"}),
+        "spec",
+        "",
+    ),
+    ("metric name", _set(f"{SCALING}.metric.name", "1-bad"), f"{SCALING}.metric.name", "matches"),
+    ("target 0", _set(f"{SCALING}.metric.target", 0), f"{SCALING}.metric.target", "> 0"),
+    ("target as text", _set(f"{SCALING}.metric.target", "4"), f"{SCALING}.metric.target", ""),
+    ("metric port", _set(f"{SCALING}.metric.port", 0), f"{SCALING}.metric.port", ">= 1"),
+    ("relative path", _set(f"{SCALING}.metric.path", "metrics"), f"{SCALING}.metric.path", ""),
+    ("tolerance 1", _set(f"{SCALING}.tolerance", 1), f"{SCALING}.tolerance", "< 1"),
+    (
+        "an hour and more",
+        _set(f"{SCALING}.scaleDownStabilizationSeconds", 3601),
+        f"{SCALING}.scaleDownStabilizationSeconds",
+        "<= 3600",
+    ),
+    ("unknown server field", _set("spec.server.gang", True), "spec.server.gang", ""),
+    ("no image", _drop("spec.server.image"), "spec.server", ""),
+    (
+        "probe of two actions",
+        _set(
+            "spec.server.template",
+            {
+                "spec": {
+                    "containers": [
+                        {
+                            **SERVER_CONTAINER,
+                            "readinessProbe": {
+                                "httpGet": {"path": "/health", "port": 8000},
+                                "tcpSocket": {"port": 8000},
+                            },
+                        }
+                    ]
+                }
+            },
+        ),
+        "spec.server",
+        "",
+    ),
+    (
+        "privileged server",
+        _set(
+            "spec.server",
+            {
+                "minReplicas": 1,
+                "maxReplicas": 8,
+                "template": {
+                    "spec": {
+                        "containers": [
+                            {**SERVER_CONTAINER, "securityContext": {"privileged": True}}
+                        ]
+                    }
+                },
+            },
+        ),
+        "spec.server.template.spec.containers[0].securityContext.privileged",
+        "allowed by the tenant's policy",
+    ),
+    (
+        "short form beside a template",
+        _set("spec.server.template", {"spec": {"containers": [SERVER_CONTAINER]}}),
+        "spec.server.image",
+        "absent",
+    ),
+    ("unknown queue", _set("spec.queue", "nope"), "spec.queue", "an existing queue"),
+    ("unknown priority class", _set("spec.priorityClass", "urgent"), "spec.priorityClass", ""),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "edit", "path", "expected"), SERVICE_CASES, ids=[c[0] for c in SERVICE_CASES]
+)
+async def test_bad_service_is_rejected_precisely_and_writes_nothing(
+    hub: Hub, case: str, edit: Edit, path: str, expected: str
+) -> None:
+    token = await hub.tenant_with_queue("acme")
+    manifest = copy.deepcopy(service_manifest())
+    edit(manifest)
+    for method, target in (("POST", "/v1/services"), ("PUT", "/v1/services/chat")):
+        status, problem = await hub.call(method, target, token, json=manifest)
+        assert status == 422, (case, method, problem)
+        assert problem["type"].endswith("/invalid-input")
+        paths = [e["path"] for e in problem["errors"]]
+        assert any(p == path or p.startswith((path + ".", path + "[")) for p in paths), paths
+        if expected:
+            assert any(expected in e.get("expected", "") for e in problem["errors"]), problem
+    async with hub.db.connection() as conn:
+        assert await conn.scalar(sa.select(sa.func.count()).select_from(services)) == 0
+
+
+@pytest.mark.parametrize(
+    ("params", "path"),
+    [
+        ({"limit": "0"}, "query.limit"),
+        ({"state": "Running"}, "query.state"),
+        ({"cursor": "!!!"}, "query.cursor"),
+        ({"color": "red"}, "query.color"),
+    ],
+)
+async def test_bad_service_list_queries_name_the_parameter(
+    hub: Hub, params: dict[str, str], path: str
+) -> None:
+    status, problem = await hub.call("GET", "/v1/services", params=params)
+    assert status == 422
+    assert [e["path"] for e in problem["errors"]] == [path]
+
+
+async def test_service_idempotency_key_too_long_is_rejected(hub: Hub) -> None:
+    token = await hub.tenant_with_queue("acme")
+    status, problem = await hub.call(
+        "POST",
+        "/v1/services",
+        token,
+        json=service_manifest(),
+        headers={"Idempotency-Key": "k" * 129},
+    )
+    assert status == 422 and problem["errors"][0]["path"] == "header.Idempotency-Key"
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 
 from api.registry import Operation
 from api.routes import API
-from tests.integration.conftest import Hub, job_manifest
+from tests.integration.conftest import Hub, job_manifest, service_manifest
 
 pytestmark = pytest.mark.integration
 
@@ -16,7 +16,7 @@ AGENT_OPS = [op for op in PROTECTED if op.path.startswith("/v1/agent/")]
 
 
 async def _world(hub: Hub) -> dict[str, str]:
-    """Tenants a and b with a job each, an agent token, a viewer token."""
+    """Tenants a and b with a job and a service each, an agent token, a viewer token."""
     names: dict[str, str] = {}
     for tenant in ("a", "b"):
         names[f"{tenant}_token"] = await hub.tenant_with_queue(tenant)
@@ -24,6 +24,10 @@ async def _world(hub: Hub) -> dict[str, str]:
             "POST", "/v1/jobs", names[f"{tenant}_token"], json=job_manifest(f"{tenant}-job")
         )
         names[f"{tenant}_job"] = job["id"]
+        _, service = await hub.call(
+            "POST", "/v1/services", names[f"{tenant}_token"], json=service_manifest(f"{tenant}-svc")
+        )
+        names[f"{tenant}_service"] = service["id"]
     _, agent = await hub.call(
         "POST", "/v1/tokens", json={"name": "agent-x", "role": "agent", "cluster": "x"}
     )
@@ -33,9 +37,10 @@ async def _world(hub: Hub) -> dict[str, str]:
     return names
 
 
-def _concrete(path: str, job: str, tenant: str) -> str:
+def _concrete(path: str, job: str, tenant: str, service: str = "a-svc") -> str:
     return (
         path.replace("{job_id}", job)
+        .replace("{service}", service)
         .replace("{tenant}", tenant)
         .replace("{queue}", "default")
         .replace("{cluster}", "x")
@@ -47,19 +52,23 @@ def _concrete(path: str, job: str, tenant: str) -> str:
 @pytest.mark.parametrize("op", USER_OPS, ids=[f"{o.method} {o.path}" for o in USER_OPS])
 async def test_a_member_never_sees_nor_touches_another_tenant(hub: Hub, op: Operation) -> None:
     w = await _world(hub)
-    path = _concrete(op.path, w["a_job"], "a")
-    status, body = await hub.call(op.method, path, w["b_token"], json={})
-    if "member" not in op.roles:
-        assert status == 403, body
-    elif "{job_id}" in op.path or "{tenant}" in op.path:
-        assert status in (404, 422), body  # a's objects do not exist for b
-        assert status == 404 or op.body is not None
-    else:
-        assert status in (200, 201, 422), body
-        assert "a-job" not in str(body) and '"a"' not in str(body)
-    # a's job is untouched whatever b tried
+    for service in (w["a_service"], "a-svc"):
+        path = _concrete(op.path, w["a_job"], "a", service)
+        status, body = await hub.call(op.method, path, w["b_token"], json={})
+        if "member" not in op.roles:
+            assert status == 403, body
+        elif any(p in op.path for p in ("{job_id}", "{tenant}", "{service}")):
+            assert status in (404, 422), body  # a's objects do not exist for b
+            assert status == 404 or op.body is not None
+        else:
+            assert status in (200, 201, 422), body
+            assert "a-job" not in str(body) and '"a"' not in str(body)
+            assert "a-svc" not in str(body)
+    # a's job and service are untouched whatever b tried
     _, job = await hub.call("GET", f"/v1/jobs/{w['a_job']}")
     assert job["state"] == "Queued" and job["version"] == 1
+    _, service = await hub.call("GET", f"/v1/services/{w['a_service']}")
+    assert service["state"] == "Active" and service["version"] == 1
 
 
 @pytest.mark.parametrize("op", USER_OPS, ids=[f"{o.method} {o.path}" for o in USER_OPS])
@@ -100,6 +109,28 @@ async def test_submitting_into_another_tenant_is_not_found(hub: Hub) -> None:
     manifest["metadata"]["tenant"] = "a"
     status, _ = await hub.call("POST", "/v1/jobs", w["b_token"], json=manifest)
     assert status == 404
+    service = service_manifest("sneaky")
+    service["metadata"]["tenant"] = "a"
+    status, _ = await hub.call("POST", "/v1/services", w["b_token"], json=service)
+    assert status == 404
+
+
+async def test_a_member_cannot_change_another_tenants_service_with_a_valid_manifest(
+    hub: Hub,
+) -> None:
+    w = await _world(hub)
+    for ref in (w["a_service"], "a-svc"):
+        status, _ = await hub.call(
+            "PUT", f"/v1/services/{ref}", w["b_token"], json=service_manifest("a-svc")
+        )
+        assert status == 404
+        assert (await hub.call("DELETE", f"/v1/services/{ref}", w["b_token"]))[0] == 404
+        assert (await hub.call("GET", f"/v1/services/{ref}/endpoints", w["b_token"]))[0] == 404
+    _, services = await hub.call("GET", "/v1/services", w["b_token"])
+    assert [s["name"] for s in services["items"]] == ["b-svc"]
+    assert (await hub.call("GET", "/v1/services", w["b_token"], params={"tenant": "a"}))[0] == 404
+    _, service = await hub.call("GET", f"/v1/services/{w['a_service']}")
+    assert service["state"] == "Active" and service["version"] == 1
 
 
 async def test_revoked_token_stops_working_at_once(hub: Hub) -> None:
