@@ -16,7 +16,6 @@ from federation.metrics import in_process_loop_metrics
 from federation.store.database import Database
 from federation.store.group_commit import GroupCommit
 from federation.store.listener import Listener
-from federation.store.services import ShardUpdate
 from federation.store.tenancy import SubmissionTarget
 
 TARGET_TTL_S = 2.0
@@ -42,9 +41,6 @@ class HubContext:
     listener: Listener | None = None
     # the scheduling loop's exposition: this process's, or the one its loop process writes
     loop_metrics: Callable[[], bytes] = in_process_loop_metrics
-    # gives an updated service's live shards its new compiled form, in the update's transaction
-    # (the service controller's `service_shards.update_shards`; None: no controller's shards)
-    update_shards: ShardUpdate | None = None
 
 
 CONTEXT = web.AppKey("suanpan_context", HubContext)

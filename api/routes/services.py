@@ -36,7 +36,7 @@ from federation.compiled import CompiledJob
 from federation.compiler import CompileError, compile_service
 from federation.errors import FieldError, InvalidInput
 from federation.spec import ServiceManifest
-from federation.store import service_status
+from federation.store import service_shards, service_status
 from federation.store import services as service_store
 from federation.store.records import Service
 
@@ -201,9 +201,8 @@ async def update_service(call: Call) -> Reply:
                 [FieldError("metadata.name", "must be the service's name", repr(current.name))],
             )
         service = await service_store.update(conn, current.id, new)
-        if context.update_shards is not None and service.version != current.version:
-            compiled = CompiledJob.model_validate(service.compiled)
-            await context.update_shards(conn, service.id, compiled)
+        if service.version != current.version:
+            await service_shards.update_shards(conn, service.id)
     return Reply(200, service_out(service))
 
 

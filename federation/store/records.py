@@ -125,7 +125,6 @@ class Event:
 
     id: int
     job_id: uuid.UUID | None
-    service_id: uuid.UUID | None
     cluster_id: uuid.UUID | None
     kind: str
     reason: str

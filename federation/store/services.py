@@ -5,7 +5,6 @@ change here wakes it."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,11 +32,6 @@ IMMUTABLE = (
     ("priority_class", "spec.priorityClass", "the priority class"),
     ("preemptible", "spec.preemptible", "whether it is preemptible"),
 )
-
-
-# gives the live shards of an updated service its new compiled form (each keeps its clusters)
-# in the update's transaction: the service controller's `service_shards.update_shards`
-ShardUpdate = Callable[[AsyncConnection, uuid.UUID, CompiledJob], Awaitable[None]]
 
 
 def _query() -> sa.Select[Any]:

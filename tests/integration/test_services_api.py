@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from api.context import CONTEXT
 from federation.compiled import CompiledJob
+from federation.store import service_shards
 from federation.store.tables import jobs, services
 from tests.integration.conftest import Hub, service_manifest, service_shard
 
@@ -247,22 +247,24 @@ async def test_an_update_keeps_desired_within_the_new_bounds(hub: Hub) -> None:
 async def test_an_update_hands_the_new_form_to_the_shards(hub: Hub) -> None:
     token = await hub.tenant_with_queue("acme")
     made = await _create(hub, token, service_manifest())
-    handed: list[tuple[uuid.UUID, CompiledJob]] = []
+    async with hub.db.transaction() as conn:
+        (service,) = await service_shards.services_to_run(conn)
+        shard = await service_shards.open_shard(conn, service, 0, ("dc-a",), 2)
 
-    async def update_shards(conn: Any, service_id: uuid.UUID, compiled: CompiledJob) -> None:
-        assert conn.in_transaction()
-        handed.append((service_id, compiled))
+    async def shard_form() -> CompiledJob:
+        async with hub.db.transaction() as conn:
+            raw = await conn.scalar(sa.select(jobs.c.compiled).where(jobs.c.id == shard.id))
+        return CompiledJob.model_validate(raw)
 
-    hub.client.app[CONTEXT].update_shards = update_shards
     _, same = await hub.call("PUT", "/v1/services/chat", token, json=service_manifest())
-    assert same["version"] == 1 and handed == []  # the same manifest again changes nothing
+    assert same["version"] == 1  # the same manifest again changes nothing
     changed = service_manifest()
     changed["spec"]["server"]["image"] = "vllm/vllm-openai:v0.7.0"
-    assert (await hub.call("PUT", "/v1/services/chat", token, json=changed))[0] == 200
-    ((service_id, compiled),) = handed
-    assert str(service_id) == made["id"]
+    assert (await hub.call("PUT", f"/v1/services/{made['id']}", token, json=changed))[0] == 200
+    compiled = await shard_form()
     assert compiled.service is not None and compiled.service.generation == 2
     assert compiled.tasks[0].image == "vllm/vllm-openai:v0.7.0"
+    assert compiled.clusters == ("dc-a",)  # the shard keeps the clusters it is confined to
 
 
 @pytest.mark.parametrize(
