@@ -29,7 +29,8 @@ from api.cli import REPLICA_HEADER, replica_rows, top_rows
 from api.cli_output import table
 from cluster_agents.backends.simulated import Reading, SimulatedCluster
 from deploy.browser import console_screenshots
-from deploy.fleet import Fleet, local_fleet
+from deploy.fleet import Fleet, free_port, local_fleet
+from deploy.load_ramp import Load
 from deploy.local.kube import wait_for
 
 ADMIN = "sp_demo_admin"
@@ -521,6 +522,72 @@ async def elastic_job(fleet: Fleet) -> None:
             print(f"  {e['reason']:<8} {e['message'][:110]}")
 
 
+async def _serve_pods(fleet: Fleet, load: Load) -> dict[str, int]:
+    """Serve the load on the service's pods (by their loopback addresses); ready per cluster."""
+    addresses: set[str] = set()
+    ready: dict[str, int] = {}
+    for name, backend in fleet.clusters.items():
+        pods = [p for p in backend.pods() if p.generation and p.pod_ip]
+        addresses |= {p.pod_ip for p in pods}
+        ready[name] = sum(p.ready for p in pods)
+    await load.serve(addresses)
+    return {name: n for name, n in ready.items() if n}
+
+
+async def service_ramp(fleet: Fleet) -> None:
+    """A service spread over two clusters scales out under a load ramp and back in, by the
+    metric its pods serve (HPA's rule, target 4 requests in flight per replica)."""
+    section("a service spreads over two clusters, scales out under a load ramp and back in")
+    load = Load("inflight", free_port())
+    server = {
+        "image": "vllm-serve:0.6",
+        "minReplicas": 2,
+        "maxReplicas": 8,
+        "resources": {"cpu": "4", "memory": "16Gi"},
+    }
+    manifest = {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Service",
+        "metadata": {"name": "chat", "tenant": "nlp-lab"},
+        "spec": {
+            "queue": "training",
+            "spread": {"clusters": 2},
+            "ports": [{"name": "http", "port": 8000}],
+            "autoscaling": {
+                "metric": {"name": "inflight", "target": 4, "port": load.port},
+                "scaleDownStabilizationSeconds": 10,
+            },
+            "server": server,
+        },
+    }
+    service = await fleet.call("POST", "/v1/services", json=manifest)
+    try:
+        for total, wanted in ((4.0, 2), (30.0, 8), (12.0, 3), (2.0, 2)):
+            load.total = total
+            started = time.monotonic()
+
+            async def reached(count: int = wanted) -> bool:
+                return sum((await _serve_pods(fleet, load)).values()) == count
+
+            await wait_for(f"{wanted} ready replicas", reached, 120)
+            ready = await _serve_pods(fleet, load)
+            spread = ", ".join(f"{c} {n}" for c, n in sorted(ready.items()))
+            print(
+                f"  load {total:>4g} in flight: {wanted} ready after "
+                f"{time.monotonic() - started:4.1f} s ({spread})"
+            )
+        found = await fleet.call("GET", f"/v1/services/{service['id']}/endpoints")
+        for e in found["items"]:
+            print(f"  endpoint {e['cluster']}: {e['address']}:{e['ports'][0]['port']}")
+        events = (await fleet.call("GET", f"/v1/services/{service['id']}"))["events"]
+        for e in events:
+            if e["reason"] == "Scaled":
+                print(f"  Scaled   {e['message'][:100]}")
+    finally:
+        await load.close()
+        await fleet.call("DELETE", f"/v1/services/{service['id']}")
+
+
 async def _completed(content: str | None) -> bool:
     return content is not None and json.loads(content)["status"] == "completed"
 
@@ -546,6 +613,7 @@ async def main() -> None:
         await imported_pytorchjob(fleet)
         await failed_replica(fleet)
         await elastic_job(fleet)
+        await service_ramp(fleet)
         await screenshots(fleet)
     print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s; the embedded database was removed"

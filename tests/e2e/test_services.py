@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from aiohttp import web
 
 from bench.failover import Api
+from deploy.load_ramp import Load
 from deploy.local.clusters import Environment
 from deploy.local.kube import JSON, wait_for
 from deploy.local.processes import free_ports
@@ -68,34 +68,6 @@ def manifest(image: str) -> dict[str, Any]:
             },
         },
     }
-
-
-class Load:
-    """The `inflight` page of every service pod, served on the pod's own address: each pod
-    reports the total load shared by the pods that serve it."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-        self.ips: dict[str, web.AppRunner] = {}
-        self.app = web.Application()
-        self.app.router.add_get("/metrics", self._page)
-
-    async def _page(self, _: web.Request) -> web.Response:
-        share = self.total / max(len(self.ips), 1)
-        return web.Response(text=f"# TYPE inflight gauge\ninflight {share}\n")
-
-    async def serve(self, ips: set[str]) -> None:
-        """Serve on the addresses of `ips` not served yet; stop serving the others."""
-        for ip in ips - self.ips.keys():
-            runner = web.AppRunner(self.app)
-            await runner.setup()
-            await web.TCPSite(runner, ip, METRIC_PORT).start()
-            self.ips[ip] = runner
-        for ip in set(self.ips) - ips:
-            await self.ips.pop(ip).cleanup()
-
-    async def close(self) -> None:
-        await self.serve(set())
 
 
 async def pods(env: Environment) -> dict[str, list[JSON]]:
@@ -153,7 +125,7 @@ async def test_a_service_spreads_scales_out_and_in_and_rolls_over(
     api: Api, extended_clusters: ExtendedClusters
 ) -> None:
     env = extended_clusters.env
-    load = Load()
+    load = Load("inflight", METRIC_PORT)
     seen: list[int] = []
 
     async def until(what: str, check: Callable[[], Awaitable[bool]]) -> None:
