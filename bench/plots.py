@@ -98,3 +98,19 @@ def class_bars(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def series_over_seconds(
+    curves: Mapping[str, tuple[Curve, Curve]], ylabel: str, title: str, path: Path
+) -> Path:
+    """One panel of step lines (times in s, values) against seconds."""
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, (t, v) in curves.items():
+        ax.step(t, v, where="post", label=name, linewidth=1.0)
+    ax.set(xlabel="seconds", ylabel=ylabel, title=title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

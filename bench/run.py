@@ -127,6 +127,13 @@ STUDIES = (
         " without preemption and the placement policies of the first study (K = 4).",
     ),
     Study(
+        "bench.service_ramp",
+        "A service under a load step and ramp: time to scale out, replicas against demand",
+        "The real hub and agents over two simulated clusters; HPA's rule on the metric the pods"
+        " serve. Reported: step to all replicas ready (including a shard opened on a second"
+        " cluster when the first is full), end of the ramp to the minimum, and the plot.",
+    ),
+    Study(
         "bench.elastic_study",
         "Elastic jobs: accelerator-hours gained from idle capacity",
         "The replay alone and beside elastic jobs below every trace pod's priority: GPU-hours"
