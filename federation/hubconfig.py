@@ -52,6 +52,10 @@ registration:
   autoAccept: []                # cluster names (shell globs, e.g. "lab-*") accepted on register
   credentialTtlSeconds: 86400   # an agent credential's lifetime; the agent renews it before
   renewalGraceSeconds: 60       # a renewed credential keeps working this long
+services:
+  intervalSeconds: 2            # the service controller runs this often (leader only)
+  stuckAfterSeconds: 10         # a shard below its cap this long without growing is full:
+                                # its deficit goes to another shard or a new cluster
 ```
 """
 
@@ -372,6 +376,11 @@ class _Registration(_File):
     renewal_grace_seconds: Seconds = Field(default=60.0, ge=0, le=3600, alias="renewalGraceSeconds")
 
 
+class _Services(_File):
+    interval_seconds: Seconds = Field(default=2.0, gt=0, le=60, alias="intervalSeconds")
+    stuck_after_seconds: Seconds = Field(default=10.0, ge=0, le=3600, alias="stuckAfterSeconds")
+
+
 class _HubFile(_File):
     scheduling: _Scheduling = _Scheduling()
     health: _Health = _Health()
@@ -383,6 +392,7 @@ class _HubFile(_File):
     audit: _Audit = _Audit()
     rate_limits: _RateLimits = Field(default=_RateLimits(), alias="rateLimits")
     registration: _Registration = _Registration()
+    services: _Services = _Services()
 
 
 class ConfigError(ValueError):
@@ -452,6 +462,9 @@ def parse_hub_config(text: str) -> HubConfig:
             tuple(parsed.registration.auto_accept),
             parsed.registration.credential_ttl_seconds,
             parsed.registration.renewal_grace_seconds,
+        ),
+        services=ServiceConfig(
+            parsed.services.interval_seconds, parsed.services.stuck_after_seconds
         ),
     )
 

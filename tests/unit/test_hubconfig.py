@@ -14,6 +14,7 @@ from federation.hubconfig import (
     HubConfig,
     OidcConfig,
     RateLimits,
+    ServiceConfig,
     load_hub_config,
     parse_hub_config,
 )
@@ -35,6 +36,7 @@ gang: {timeoutSeconds: 30}
 history: {intervalSeconds: 10, keepSeconds: 3600}
 audit: {keepDays: 7}
 rateLimits: {enabled: false, perToken: {rate: 5, burst: 10}, perTenant: {rate: 20, burst: 40}}
+services: {intervalSeconds: 0.5, stuckAfterSeconds: 4}
 """
 
 
@@ -61,6 +63,7 @@ def test_every_field_is_read() -> None:
     assert config.history_interval_s == 10 and config.history_keep_s == 3600
     assert config.audit_keep_s == 7 * 86400
     assert config.rate_limits == RateLimits(False, Bucket(5, 10), Bucket(20, 40))
+    assert config.services == ServiceConfig(interval_s=0.5, stuck_after_s=4)
 
 
 def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None:
