@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    field_validator,
     model_validator,
 )
 
@@ -388,10 +389,21 @@ class ServiceSpec(_Strict):
         return self
 
 
+class ServiceMetadata(Metadata):
+    """A service's name, labels and tenant: the name is a Kubernetes Service's in each cluster."""
+
+    @field_validator("name")
+    @classmethod
+    def _rfc1035(cls, name: str) -> str:
+        if not name[0].isalpha():
+            raise ValueError("must start with a letter: it names a Kubernetes Service (RFC 1035)")
+        return name
+
+
 class ServiceManifest(_Strict):
     """A service as submitted: `apiVersion: suanpan.io/v1`, `kind: Service`."""
 
     api_version: Literal["suanpan.io/v1"] = Field(alias="apiVersion")
     kind: Literal["Service"]
-    metadata: Metadata
+    metadata: ServiceMetadata
     spec: ServiceSpec

@@ -215,6 +215,7 @@ SCALING = "spec.autoscaling"
 SERVER_CONTAINER = {"name": "server", "image": "vllm"}
 SERVICE_CASES: list[tuple[str, Edit, str, str]] = [
     ("a job's kind", _set("kind", "Job"), "kind", "Service"),
+    ("a name starting with a digit", _set("metadata.name", "1chat"), "metadata.name", ""),
     ("no ports", _set("spec.ports", []), "spec.ports", "at least 1"),
     ("port 0", _set("spec.ports.0.port", 0), "spec.ports[0].port", ">= 1"),
     ("port 65536", _set("spec.ports.0.port", 65536), "spec.ports[0].port", "<= 65535"),
