@@ -6,7 +6,9 @@
 - A stuck shard (one that could not grow to its cap: its cluster has no room) keeps what it
   holds as its cap; the rest goes to the shards that are not stuck, the one with the lowest
   cap first (the oldest among equals), or, when every shard is stuck, to a new shard on
-  another cluster.
+  another cluster. A stuck shard that holds nothing (it waits: its cluster was lost, or none
+  of its clusters has room) keeps a cap of 1, to start with when it is placed, and counts
+  for none of `desired`: the others hold all of it meanwhile.
 - Scaling in lowers the caps of the shards beyond `spread` first, the newest first (they were
   opened for overflow), then the largest cap (the newest among equals). A shard whose cap
   reaches 0 is closed: a service never has more shards than replicas.
@@ -46,13 +48,15 @@ def distribute(desired: int, spread: int, shards: Sequence[Share], room: bool) -
     """The caps that share `desired` among `shards` (oldest first) by the module's rules;
     `room`: whether a cluster is left to open a new shard on."""
     caps = {s.key: (min(s.cap, max(s.held, 1)) if s.stuck else s.cap) for s in shards}
+    waiting = {s.key for s in shards if s.stuck and s.held == 0}
     order = [s.key for s in shards]
     missing = max(min(spread, desired) - len(shards), 0) if room else 0
     new = _even(desired, len(shards) + missing)[len(shards) :] if missing else []
-    total = sum(caps.values()) + sum(new)
+    total = sum(c for k, c in caps.items() if k not in waiting) + sum(new)
     while total > desired:
-        beyond = [k for k in order[spread:] if caps[k] > 0]
-        pick = beyond[-1] if beyond else max(reversed(order), key=lambda k: caps[k])
+        counted = [k for k in order if k not in waiting]
+        beyond = [k for k in counted[spread:] if caps[k] > 0]
+        pick = beyond[-1] if beyond else max(reversed(counted), key=lambda k: caps[k])
         caps[pick] -= 1
         total -= 1
     if total < desired:

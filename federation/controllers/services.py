@@ -8,7 +8,8 @@ the clusters that match the service's placement (regions, clusters, clusterSelec
 Ready, not cordoned) and hold no live shard of it, and is opened only once every shard is
 placed (one at a time, so each lands on its own cluster). A placed shard that held fewer
 replicas than its cap, without growing, for `stuck_after_s` is stuck: its cluster has no
-room. Writes `services.desired`, the caps, events with the service's id (`Scaled`,
+room; a shard left waiting as long (its cluster lost, or none of its clusters has room) is
+stuck too, with nothing held. Writes `services.desired`, the caps, events with the service's id (`Scaled`,
 `ShardOpened`, `ShardClosed`), and wakes the scheduling loop. A Deleted service's live shards
 are cancelled.
 """
@@ -187,12 +188,14 @@ class ServiceController:
         return desired, f"average {rule.metric} {rec.average:.1f} {side} target {rule.target:.1f}"
 
     def _stuck(self, shard: Shard, now: float) -> bool:
-        """Whether a placed shard has held fewer replicas than its cap, without growing, for
-        `stuck_after_s`."""
-        if not shard.placed or shard.cap is None or shard.held >= shard.cap:
+        """Whether a shard has held fewer replicas than its cap, without growing, for
+        `stuck_after_s`: placed, its cluster has no room; waiting (never placed, or requeued
+        after its cluster was lost), none of its clusters takes it. Either way its deficit
+        goes to the other shards meanwhile."""
+        if shard.cap is None or (shard.placed and shard.held >= shard.cap):
             self._short.pop(shard.id, None)
             return False
-        seen = (shard.held, shard.cap)
+        seen = (shard.held if shard.placed else -1, shard.cap)
         since = self._short.get(shard.id)
         if since is None or since[0] != seen:
             self._short[shard.id] = (seen, now)

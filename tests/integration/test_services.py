@@ -7,6 +7,7 @@ cancelling the shards."""
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -251,3 +252,30 @@ async def test_an_update_renews_the_placements_and_a_delete_cancels_the_shards(
         "GET", "/v1/agent/assignments", agents["east"], params={"after": str(renewed["revision"])}
     )
     assert [a["state"] for a in gone["items"]] == ["Released"]
+
+
+async def test_a_lost_clusters_shard_waits_there_and_the_other_shard_takes_its_replicas(
+    hub: Hub,
+) -> None:
+    agents = await _fleet(hub, "east", "west")  # 8 devices each: 4 replicas of 2
+    service_id = await _service(hub, _manifest("web", spread=2, count=2, replicas=4))
+    loop = await _loop(hub)
+    await _settle(hub, loop)
+    shards = await _shards(hub, service_id)
+    assert [(s.cap, s.held) for s in shards] == [(2, 2), (2, 2)]
+    for shard in shards:
+        await _report(hub, agents, shard)
+    lost = next(s for s in shards if s.cluster == "west")
+    async with hub.db.transaction() as conn:  # west's agent falls silent for 10 minutes
+        await conn.exec_driver_sql(
+            "UPDATE clusters SET last_heartbeat = now() - interval '10 minutes' WHERE name = 'west'"
+        )
+    loop.leading_since = datetime.now(UTC) - timedelta(minutes=20)
+    assert "west Offline" in await loop.check_health()
+    await _settle(hub, loop)
+    by_name = {s.name: s for s in await _shards(hub, service_id)}
+    # its shard waits for west (confined there: east holds its sibling) with a cap of 1; the
+    # east shard holds all 4 replicas meanwhile
+    assert (by_name[lost.name].placed, by_name[lost.name].cap) == (False, 1)
+    survivor = by_name[next(n for n in by_name if n != lost.name)]
+    assert (survivor.cluster, survivor.cap, survivor.held) == ("east", 4, 4)

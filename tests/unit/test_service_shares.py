@@ -38,6 +38,15 @@ def test_a_stuck_shard_keeps_what_it_holds_and_its_deficit_moves() -> None:
     assert distribute(6, 2, both, room=False) == Shares({"a": 2, "b": 2}, ())
 
 
+def test_a_waiting_stuck_shard_keeps_a_cap_of_one_and_the_others_hold_all() -> None:
+    # b's cluster was lost: it waits (holds nothing) with a cap of 1 to restart with
+    shards = [Share("a", 2, 2), Share("b", 2, 0, stuck=True)]
+    assert distribute(4, 2, shards, room=False) == Shares({"a": 4, "b": 1}, ())
+    # once b runs again the total is over by one, taken from the largest
+    back = [Share("a", 4, 4), Share("b", 1, 1)]
+    assert distribute(4, 2, back, room=False) == Shares({"a": 3, "b": 1}, ())
+
+
 def test_scale_in_empties_the_newest_overflow_shard_first_then_the_largest() -> None:
     shards = [Share("a", 2, 2), Share("b", 2, 2), Share("c", 1, 1), Share("d", 1, 1)]
     assert distribute(5, 2, shards, room=True).caps == {"a": 2, "b": 2, "c": 1, "d": 0}
