@@ -196,8 +196,11 @@ class CompiledAutoscaling(_Compiled):
 
     metric: str
     target: float
-    port: int
+    port: int = 0  # of the pods' metric page (0: the devices' utilization)
     path: str = "/metrics"
+    # pods: a gauge the pods serve; devices: their devices' utilization, from the exporters
+    # (left out for pods: an agent from before reads it)
+    source: Literal["pods", "devices"] = Field(default="pods", exclude_if=lambda v: v == "pods")
     tolerance: float = 0.1
     up_window_s: int = Field(default=0, alias="upWindowS")
     down_window_s: int = Field(default=300, alias="downWindowS")

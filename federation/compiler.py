@@ -287,7 +287,8 @@ def compile_service(
                 CompiledAutoscaling(
                     metric=scaling.metric.name,
                     target=scaling.metric.target,
-                    port=scaling.metric.port,
+                    port=scaling.metric.port or 0,
+                    source=scaling.metric.source,
                     path=scaling.metric.path,
                     tolerance=scaling.tolerance,
                     up_window_s=scaling.scale_up_stabilization_seconds,

@@ -320,16 +320,38 @@ class Spread(_Strict):
     clusters: int = Field(default=1, ge=1, le=MAX_SPREAD)
 
 
-class ScaleMetric(_Strict):
-    """The metric autoscaling follows: a gauge each ready replica serves in the Prometheus
-    text format, averaged over the replicas read."""
+DEVICE_UTILIZATION = "device_utilization"
 
+
+class ScaleMetric(_Strict):
+    """The metric autoscaling follows, averaged over the ready replicas read: a gauge each
+    replica serves in the Prometheus text format (`source: pods`), or the utilization of the
+    devices each replica holds, in percent, as the vendors' exporters read it (`devices`)."""
+
+    source: Literal["pods", "devices"] = "pods"
     name: MetricName = Field(
-        description="e.g. requests in flight, queue length, tokens per second, utilization"
+        default=DEVICE_UTILIZATION,
+        description="pods: the gauge, e.g. requests in flight, queue length, tokens per second",
     )
     target: float = Field(gt=0, le=1e12, description="the per-replica average to keep")
-    port: int = Field(ge=1, le=65535, description="the pods' port serving the metrics")
+    port: int | None = Field(
+        default=None, ge=1, le=65535, description="pods: the port serving the metrics"
+    )
     path: Annotated[str, StringConstraints(pattern=r"^/[\x21-\x7e]{0,255}$")] = "/metrics"
+
+    @model_validator(mode="after")
+    def _source(self) -> ScaleMetric:
+        given = self.model_fields_set
+        if self.source == "pods" and ("name" not in given or self.port is None):
+            raise ValueError("a metric the pods serve needs its name and port")
+        if self.source == "devices" and given & {"name", "port", "path"}:
+            raise ValueError(
+                "the devices' utilization is read from the vendors' exporters: give no name, "
+                "port or path"
+            )
+        if self.source == "devices" and self.target > 100:
+            raise ValueError("a utilization target is a percentage: at most 100")
+        return self
 
 
 class Autoscaling(_Strict):

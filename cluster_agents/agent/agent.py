@@ -60,7 +60,7 @@ from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.metric_reader import MetricReader, Target, pod_url
 from cluster_agents.agent.ranktable import RankTableMount, placement_tables
 from cluster_agents.agent.render import RenderError, render
-from cluster_agents.agent.serving import serving_status, shard_service
+from cluster_agents.agent.serving import Reading, device_reading, serving_status, shard_service
 from cluster_agents.agent.status import latest, next_attempt, replica_statuses, summarize
 from cluster_agents.agent.telemetry import TelemetryLoop
 from federation.aio import cancel_all, sleep_unless_stopped
@@ -162,6 +162,7 @@ class Agent:
         self.hub = hub
         self.metrics = AgentMetrics(registry)
         self.telemetry = TelemetryLoop(backend, hub, interval_s=config.telemetry_interval_s)
+        self.telemetry.on_reading = lambda: self._wake.set()
         self.revision = 0
         self.active: dict[str, Assignment] = {}  # job -> its current Active assignment
         self.released: dict[str, int] = {}  # job -> highest released epoch
@@ -506,6 +507,17 @@ class Agent:
                 except Exception as exc:  # the cluster's API failed: again at the next pass
                     log.warning("cannot apply service %s of job %s: %s", service.name, job, exc)
 
+    def _reading(self, assignment: Assignment, pods: list[PodStatus]) -> Reading | None:
+        """An autoscaled shard's metric: read from its pods' pages, or (scaling by its devices'
+        utilization) from the exporters' last readings of the devices its pods hold."""
+        scaling = assignment.service.autoscaling if assignment.service else None
+        if scaling is None or scaling.source == "pods":
+            return self.metrics_reader.readings.get((str(assignment.job), assignment.epoch))
+        flavor = next((t.flavor for t in assignment.tasks if t.flavor), None)
+        if flavor is None:
+            return None
+        return device_reading(pods, flavor, self.telemetry.latest)
+
     def _metric_targets(self) -> list[Target]:
         """The ready pods of the autoscaled shards, for the metric reader."""
         ready: defaultdict[tuple[str, int], list[str]] = defaultdict(list)
@@ -515,7 +527,7 @@ class Agent:
         targets = []
         for job, assignment in self.active.items():
             scaling = assignment.service.autoscaling if assignment.service else None
-            if scaling is not None:
+            if scaling is not None and scaling.source == "pods":
                 ips = ready.get((job, assignment.epoch), [])
                 urls = tuple(pod_url(ip, scaling.port, scaling.path) for ip in ips)
                 targets.append(Target((job, assignment.epoch), scaling.metric, urls))
@@ -593,7 +605,7 @@ class Agent:
                             assignment.service,
                             applied[1],
                             [p for p in placed if not p.deleting],
-                            self.metrics_reader.readings.get((job, assignment.epoch)),
+                            self._reading(assignment, placed),
                         )
                         if assignment.service is not None and applied is not None
                         else None,

@@ -3,13 +3,14 @@ status the agent reports (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from cluster_agents.agent.backend import PodStatus, ShardService
 from federation.compiled import CompiledService
 from federation.k8s_names import tenant_namespace
 from federation.wire.agent import Assignment, EndpointPort, ServingStatus
+from federation.wire.telemetry import DeviceTelemetry
 
 METRIC_SUM_MAX = 1e15  # `ServingStatus.metric_sum`'s bound
 
@@ -20,6 +21,24 @@ class Reading:
 
     metric_sum: float = 0.0
     sampled: int = 0
+
+
+def device_reading(
+    pods: Iterable[PodStatus], flavor: str, latest: Mapping[tuple[str, str, int], DeviceTelemetry]
+) -> Reading:
+    """A shard's scaling metric when it scales by its devices' utilization: per ready pod, the
+    mean utilization (percent) of the devices of `flavor` bound to it, as the exporters last
+    read them; a pod none of whose devices has a reading is not sampled."""
+    total, sampled = 0.0, 0
+    for pod in pods:
+        if not pod.ready:
+            continue
+        found = [latest.get((pod.node, flavor, i)) for i in pod.devices]
+        values = [r.utilization for r in found if r is not None and r.utilization is not None]
+        if values:
+            total += sum(values) / len(values)
+            sampled += 1
+    return Reading(total, sampled)
 
 
 def shard_service(assignment: Assignment, service: CompiledService, prefix: str) -> ShardService:

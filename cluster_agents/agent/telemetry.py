@@ -24,6 +24,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from cluster_agents.agent.backend import ClusterBackend, PodStatus
@@ -125,6 +126,10 @@ class TelemetryLoop:
         self._sent: dict[tuple[str, str, int], tuple[DeviceTelemetry, float]] = {}
         self._marks: Marks = {}
         self.full = True  # the next report replaces what the hub holds
+        # the last reading of every device, by (node, flavor, index): services that scale by
+        # their devices' utilization read it; `on_reading` is called after each read
+        self.latest: dict[tuple[str, str, int], DeviceTelemetry] = {}
+        self.on_reading: Callable[[], None] = lambda: None
 
     def resync(self) -> None:
         """Send a full report next (the hub may have lost what it had)."""
@@ -145,6 +150,8 @@ class TelemetryLoop:
     async def step(self) -> None:
         """One read: mark what changed, report what moved."""
         readings = await self.backend.telemetry()
+        self.latest = {r.key: r for r in readings}
+        self.on_reading()
         await self._mark(readings)
         await self._report(readings)
 

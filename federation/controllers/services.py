@@ -9,9 +9,9 @@ Ready, not cordoned) and hold no live shard of it, and is opened only once every
 placed (one at a time, so each lands on its own cluster). A placed shard that held fewer
 replicas than its cap, without growing, for `stuck_after_s` is stuck: its cluster has no
 room; a shard left waiting as long (its cluster lost, or none of its clusters has room) is
-stuck too, with nothing held. Writes `services.desired`, the caps, events with the service's id (`Scaled`,
-`ShardOpened`, `ShardClosed`), and wakes the scheduling loop. A Deleted service's live shards
-are cancelled.
+stuck too, with nothing held. Writes `services.desired`, the caps, events with the service's
+id (`Scaled`, `ShardOpened`, `ShardClosed`), and wakes the scheduling loop. A Deleted
+service's live shards are cancelled.
 """
 
 from __future__ import annotations

@@ -216,6 +216,24 @@ SERVER_CONTAINER = {"name": "server", "image": "vllm"}
 SERVICE_CASES: list[tuple[str, Edit, str, str]] = [
     ("a job's kind", _set("kind", "Job"), "kind", "Service"),
     ("a name starting with a digit", _set("metadata.name", "1chat"), "metadata.name", ""),
+    (
+        "a pods metric without a port",
+        _set("spec.autoscaling.metric", {"name": "m", "target": 4}),
+        "spec.autoscaling.metric",
+        "",
+    ),
+    (
+        "device utilization with a port",
+        _set("spec.autoscaling.metric", {"source": "devices", "target": 70, "port": 9}),
+        "spec.autoscaling.metric",
+        "",
+    ),
+    (
+        "device utilization above 100 %",
+        _set("spec.autoscaling.metric", {"source": "devices", "target": 120}),
+        "spec.autoscaling.metric",
+        "",
+    ),
     ("no ports", _set("spec.ports", []), "spec.ports", "at least 1"),
     ("port 0", _set("spec.ports.0.port", 0), "spec.ports[0].port", ">= 1"),
     ("port 65536", _set("spec.ports.0.port", 65536), "spec.ports[0].port", "<= 65535"),

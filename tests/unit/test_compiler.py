@@ -20,10 +20,10 @@ from cluster_agents.backends.k8s_render import owner_reference, render_pod
 from cluster_agents.kube.pods import pod_demand
 from federation.catalog import load_catalog
 from federation.compiled import CompiledJob, JobFacts, core_job, quota_charge
-from federation.compiler import CompileError, cpu_milli, memory_mib
+from federation.compiler import CompileError, compile_service, cpu_milli, memory_mib
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.model import COMPUTE, CPU, MEMORY
-from federation.spec import JobManifest
+from federation.spec import JobManifest, ServiceManifest
 from tests.compiled_jobs import assignment, compiled, manifest
 
 CATALOG = load_catalog()
@@ -289,3 +289,45 @@ def test_bad_elastic_bounds_are_refused(
 ) -> None:
     with pytest.raises(ValidationError, match=re.escape(says)):
         JobManifest.model_validate(manifest([{"name": "w", "image": "x", **task}], **spec))
+
+
+def _service(metric: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Service",
+        "metadata": {"name": "chat"},
+        "spec": {
+            "queue": "serve",
+            "ports": [{"name": "http", "port": 8000}],
+            "autoscaling": {"metric": metric},
+            "server": {
+                "image": "serve:1",
+                "minReplicas": 1,
+                "maxReplicas": 4,
+                "resources": {"accelerators": {"anyOf": [{"flavor": "nvidia/H100*"}]}},
+            },
+        },
+    }
+
+
+def test_a_service_scaling_by_its_devices_compiles_the_source_and_a_pods_one_leaves_it_out() -> (
+    None
+):
+    devices = compile_service(
+        CATALOG, ServiceManifest.model_validate(_service({"source": "devices", "target": 70}))
+    )
+    assert devices.service is not None and devices.service.autoscaling is not None
+    scaling = devices.service.autoscaling
+    assert (scaling.source, scaling.metric, scaling.port, scaling.target) == (
+        "devices",
+        "device_utilization",
+        0,
+        70,
+    )
+    pods = compile_service(
+        CATALOG,
+        ServiceManifest.model_validate(_service({"name": "inflight", "target": 4, "port": 9})),
+    )
+    dumped = pods.model_dump(mode="json", by_alias=True)
+    assert "source" not in dumped["service"]["autoscaling"]  # an older agent reads it
+    assert CompiledJob.model_validate(dumped) == pods

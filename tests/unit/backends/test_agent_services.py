@@ -14,11 +14,12 @@ from cluster_agents.agent.agent import Agent, AgentConfig
 from cluster_agents.agent.backend import PodStatus
 from cluster_agents.agent.metric_reader import metric_total, pod_url
 from cluster_agents.agent.render import pod_name, render
-from cluster_agents.agent.serving import Reading, serving_status, shard_service
+from cluster_agents.agent.serving import Reading, device_reading, serving_status, shard_service
 from cluster_agents.agent.status import summarize
 from cluster_agents.backends.k8s_render import owner_reference, render_pod, render_shard_service
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
 from federation.wire import annotations as ann
+from federation.wire.telemetry import DeviceTelemetry
 from tests.compiled_jobs import service_assignment
 from tests.unit.backends.k8s_objects import CATALOG, JOB
 from tests.unit.backends.test_agent_gangs_and_reasons import Hub
@@ -257,3 +258,29 @@ async def test_the_agent_rolls_a_shard_over_keeping_its_replicas_ready() -> None
     agent.released[JOB] = 3
     await agent.reconcile()
     assert not sim.services and all(p.deleting for p in sim.pods())
+
+
+def test_a_shard_scaling_by_device_utilization_reads_the_devices_its_ready_pods_hold() -> None:
+    flavor = "nvidia/H100-80GB"
+    latest = {
+        r.key: r
+        for r in (
+            DeviceTelemetry(node="n1", flavor=flavor, index=0, utilization=90),
+            DeviceTelemetry(node="n1", flavor=flavor, index=1, utilization=70),
+            DeviceTelemetry(node="n2", flavor=flavor, index=0, utilization=None),
+            DeviceTelemetry(node="n2", flavor="huawei/Ascend910B3", index=1, utilization=5),
+        )
+    }
+
+    def pod(replica: int, node: str, devices: tuple[int, ...], ready: bool = True) -> PodStatus:
+        return PodStatus(
+            f"p{replica}", JOB, 1, "server", replica, "Running", node, devices=devices, ready=ready
+        )
+
+    pods = [
+        pod(0, "n1", (0, 1)),  # mean of 90 and 70
+        pod(1, "n2", (0, 1)),  # no reading of its flavor's devices: not sampled
+        pod(2, "n1", (0,), ready=False),  # not ready: not counted
+    ]
+    assert device_reading(pods, flavor, latest) == Reading(80.0, 1)
+    assert device_reading([], flavor, latest) == Reading(0.0, 0)
