@@ -15,10 +15,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cluster_agents.agent.backend import PodStatus
-from federation.wire.agent import REPLICA_MESSAGE_MAX, ReplicaFailure, ReplicaStatus
+from federation.wire.agent import (
+    REPLICA_MESSAGE_MAX,
+    UNSCHEDULABLE,
+    ReplicaFailure,
+    ReplicaStatus,
+)
 
 LOST_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Terminated"})
-UNSCHEDULABLE = "Unschedulable"  # PodScheduled=False because no node fits (not a gate)
 # PodScheduled=False reasons that mean the cluster cannot place the pod now: no node fits, or
 # the scheduler itself fails (an extender unreachable, say)
 WAITING_REASONS = frozenset({UNSCHEDULABLE, "SchedulerError"})

@@ -154,7 +154,7 @@ class ServiceController:
         shares = distribute(
             desired,
             spread=spec.spread,
-            shards=[Share(s.id, s.cap or 0, s.held, self._stuck(s, now)) for s in shards],
+            shards=[Share(s.id, s.cap or 0, s.schedulable, self._stuck(s, now)) for s in shards],
             room=bool(allowed),
         )
         caps = {}
@@ -189,13 +189,14 @@ class ServiceController:
 
     def _stuck(self, shard: Shard, now: float) -> bool:
         """Whether a shard has held fewer replicas than its cap, without growing, for
-        `stuck_after_s`: placed, its cluster has no room; waiting (never placed, or requeued
-        after its cluster was lost), none of its clusters takes it. Either way its deficit
-        goes to the other shards meanwhile."""
-        if shard.cap is None or (shard.placed and shard.held >= shard.cap):
+        `stuck_after_s`: placed, its cluster has no room (the hub found none, or its cluster's
+        scheduler finds no node for replicas the hub thought fit: those do not count as
+        held); waiting (never placed, or requeued after its cluster was lost), none of its
+        clusters takes it. Either way its deficit goes to the other shards meanwhile."""
+        if shard.cap is None or (shard.placed and shard.schedulable >= shard.cap):
             self._short.pop(shard.id, None)
             return False
-        seen = (shard.held if shard.placed else -1, shard.cap)
+        seen = (shard.schedulable if shard.placed else -1, shard.cap)
         since = self._short.get(shard.id)
         if since is None or since[0] != seen:
             self._short[shard.id] = (seen, now)

@@ -31,11 +31,13 @@ from federation.store.tables import (
     jobs,
     placements,
     queues,
+    replica_status,
     service_endpoints,
     services,
     tasks,
     tenants,
 )
+from federation.wire.agent import UNSCHEDULABLE
 
 LIVE = sa.not_(jobs.c.state.in_(TERMINAL_JOB_STATES))
 
@@ -123,6 +125,8 @@ class Shard:
     region: str | None
     held: int  # replicas its active placement holds (0: not placed)
     cap: int | None
+    # of those, replicas its cluster's scheduler finds no node for (Pending, Unschedulable)
+    unschedulable: int
     pending_reasons: dict[str, Any]
     updated_at: datetime
     endpoint: Endpoint | None  # what its cluster last reported it serving
@@ -131,6 +135,12 @@ class Shard:
     def placed(self) -> bool:
         """Whether a cluster holds it (its placement is active)."""
         return self.cluster is not None
+
+    @property
+    def schedulable(self) -> int:
+        """The replicas it holds that its cluster found a node for: the hub's estimate said
+        the others fit, the cluster's scheduler does not (its cluster is full in truth)."""
+        return self.held - self.unschedulable
 
 
 def shard_name(service: str, n: int) -> str:
@@ -147,6 +157,17 @@ async def live_shards(
         return {}
     e = service_endpoints.c
     p = placements.c
+    rs = replica_status.c
+    unschedulable = (
+        sa.select(sa.func.count())
+        .where(
+            rs.job_id == jobs.c.id,
+            rs.epoch == jobs.c.epoch,
+            rs.phase == "Pending",
+            rs.reason == UNSCHEDULABLE,
+        )
+        .scalar_subquery()
+    )
     rows = await conn.execute(
         sa.select(
             jobs.c.id,
@@ -170,6 +191,7 @@ async def live_shards(
             e.metric_sum,
             e.sampled,
             e.reported_at,
+            unschedulable.label("unschedulable"),
         )
         .join(tasks, tasks.c.job_id == jobs.c.id)
         .outerjoin(
@@ -198,6 +220,7 @@ async def live_shards(
                 region=r.region,
                 held=held_replicas(r.assignment).get(r.task, r.replicas) if placed else 0,
                 cap=r.replica_cap,
+                unschedulable=r.unschedulable if placed else 0,
                 pending_reasons=r.pending_reasons,
                 updated_at=r.updated_at,
                 endpoint=(

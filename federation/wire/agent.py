@@ -251,6 +251,11 @@ MAX_REPLICAS_PER_UPDATE = 16 * 1024  # tasks x replicas of the largest job
 ExitCode = Annotated[int, Field(ge=-(2**31), le=INT32_MAX)]  # a container's, as Kubernetes'
 
 
+# a Pending replica's reason when its cluster's scheduler finds no node for it (PodScheduled
+# False, not held by a gate)
+UNSCHEDULABLE = "Unschedulable"
+
+
 class ReplicaFailure(_Msg):
     """How an earlier attempt of a replica ended, once a later attempt replaced it."""
 

@@ -279,3 +279,43 @@ async def test_a_lost_clusters_shard_waits_there_and_the_other_shard_takes_its_r
     assert (by_name[lost.name].placed, by_name[lost.name].cap) == (False, 1)
     survivor = by_name[next(n for n in by_name if n != lost.name)]
     assert (survivor.cluster, survivor.cap, survivor.held) == ("east", 4, 4)
+
+
+async def test_replicas_the_clusters_scheduler_cannot_place_move_to_another_cluster(
+    hub: Hub,
+) -> None:
+    agents = await _fleet(hub, "east", "west")  # 8 devices each: the hub sees room for 4 x 2
+    service_id = await _service(hub, _manifest("web", spread=1, count=2, replicas=4))
+    loop = await _loop(hub)
+    await _settle(hub, loop)
+    (shard,) = await _shards(hub, service_id)
+    assert (shard.cap, shard.held) == (4, 4)
+    assert shard.cluster is not None
+    async with hub.db.transaction() as conn:
+        epoch = await conn.scalar(sa.select(jobs.c.epoch).where(jobs.c.id == shard.id))
+
+    def replica(index: int) -> dict[str, Any]:  # the cluster's scheduler finds no node for #3
+        pending = index == 3
+        return {
+            "task": "server",
+            "replica": index,
+            "pod": f"web-{index}",
+            "phase": "Pending" if pending else "Running",
+            "reason": "Unschedulable" if pending else "",
+        }
+
+    update = {
+        "job": str(shard.id),
+        "epoch": epoch,
+        "state": "Running",
+        "replicas": [replica(i) for i in range(4)],
+    }
+    status, _ = await hub.call(
+        "POST", "/v1/agent/status", agents[shard.cluster], json={"updates": [update]}
+    )
+    assert status == 200
+    await _settle(hub, loop)
+    shards = await _shards(hub, service_id)
+    # the shard keeps the 3 its cluster placed; the fourth replica opens on the other cluster
+    assert [(s.name, s.cap, s.held) for s in shards] == [("web-0", 3, 3), ("web-1", 1, 1)]
+    assert shards[1].cluster not in (None, shard.cluster)
