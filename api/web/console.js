@@ -60,16 +60,16 @@ async function api(path, method = "GET") {
 }
 
 // An action through the same API as the CLI; the hub's refusal is shown as it is.
-async function act(path, label) {
-  try { await api(path, "POST"); showError(""); }
+async function act(path, label, method) {
+  try { await api(path, method); showError(""); }
   catch (e) { showError(`${label}: ${e.message}`); return; }
   await render();
 }
 
-function actionButton(label, path, roles) {
+function actionButton(label, path, roles, method = "POST") {
   if (!who || !roles.includes(who.role)) { return null; }
   return el("button", { type: "button", class: "action", "data-action": label,
-    on: { click: () => act(path, label) } }, label);
+    on: { click: () => act(path, label, method) } }, label);
 }
 
 // ---- Fleet ----------------------------------------------------------------------------
@@ -328,6 +328,12 @@ function replicasSection(job) {
     rows.length ? table(headers, rows) : el("p", { class: "muted" }, "no replica reported yet"));
 }
 
+function eventsSection(items) {
+  return el("section", {}, el("h2", {}, "Events"), table(["When", "Reason", "Message"], items.map(e =>
+    el("tr", { "data-event": e.id }, el("td", {}, e.createdAt), el("td", {}, e.reason), el("td", {}, e.message))),
+  { id: "events" }));
+}
+
 function facts(pairs) {
   return el("dl", { class: "facts" }, pairs.map(([k, v]) => [el("dt", {}, k), el("dd", { "data-field": k }, v)]));
 }
@@ -355,6 +361,8 @@ async function jobPage(id) {
       facts([["id", job.id], ["tenant", job.tenant], ["queue", job.queue],
         ["priority", `${job.priorityClass} (${job.priority})${job.preemptible ? ", preemptible" : ""}`],
         ["cluster", job.cluster || "-"], ["placement", flavors], ["epoch", job.epoch], ["attempts", job.attempts],
+        ["elastic", (job.elastic || []).map(e => `${e.task}: ${e.replicas ?? "-"} held of ${e.minReplicas}..${e.maxReplicas}`)
+          .join(", ") || "-"],
         ["labels", labels || "-"],
         ["annotations", annotations.join("; ") || "-"],
         ["submitted", job.createdAt], ["started", job.startedAt || "-"], ["finished", job.finishedAt || "-"]])),
@@ -366,9 +374,7 @@ async function jobPage(id) {
         : el("p", { class: "muted" }, "no per-cluster reasons")),
     el("section", { id: "preemptions" }, el("h2", {}, "Preemptions"), preemptions.length
       ? table(["When", "", "Jobs", "Cluster", "Message"], preemptions) : el("p", { class: "muted" }, "none")),
-    el("section", {}, el("h2", {}, "Events"), table(["When", "Reason", "Message"], events.items.map(e =>
-      el("tr", { "data-event": e.id }, el("td", {}, e.createdAt), el("td", {}, e.reason), el("td", {}, e.message))),
-    { id: "events" })),
+    eventsSection(events.items),
     logsSection(job),
     el("section", {}, el("h2", {}, "Manifest"), el("pre", { id: "manifest" }, JSON.stringify(job.spec, null, 2))),
   ];
@@ -458,6 +464,52 @@ function logsSection(job) {
   return section;
 }
 
+// ---- Services ---------------------------------------------------------------------------
+
+async function servicesPage() {
+  const services = (await api("/v1/services?limit=500")).items;
+  const rows = services.map(v => el("tr", { "data-service": v.name },
+    el("td", {}, el("a", { href: `#/services/${v.id}` }, v.name)), el("td", {}, v.tenant), el("td", {}, v.queue),
+    el("td", {}, v.priorityClass), num(v.desired, { "data-field": "desired" }), num(v.generation)));
+  return [el("section", {}, el("h2", {}, "Services"), rows.length
+    ? table(["Service", "Tenant", "Queue", "Priority", { text: "Desired", num: true },
+      { text: "Generation", num: true }], rows, { id: "services" })
+    : el("p", { class: "muted" }, "no services"))];
+}
+
+async function servicePage(id) {
+  const [service, endpoints] = await Promise.all([
+    api(`/v1/services/${id}`), api(`/v1/services/${id}/endpoints`)]);
+  const scaling = service.autoscaling;
+  const shards = service.shards.map(s => el("tr", { "data-shard": s.name },
+    el("td", {}, el("a", { href: `#/jobs/${s.job}` }, s.name)), el("td", {}, s.cluster || "waiting"),
+    el("td", { class: "state " + s.state }, s.state), num(s.held, { "data-field": "held" }),
+    num(s.cap ?? "-", { "data-field": "cap" }), num(s.ready, { "data-field": "ready" }),
+    num(s.updated), num(s.generation)));
+  const ends = endpoints.items.map(e => el("tr", { "data-endpoint": e.shard },
+    el("td", {}, e.cluster), el("td", {}, e.region || "-"), el("td", { "data-field": "address" }, e.address),
+    el("td", {}, e.clusterIP || "-"), el("td", {}, e.ports.map(p => `${p.name}:${p.port}/${p.protocol}`).join(", ")),
+    num(e.ready), el("td", {}, ago(e.reportedAt))));
+  return [
+    el("section", {}, el("h2", { id: "service-name" }, service.name),
+      el("div", {}, service.state === "Active" ? actionButton("Delete", `/v1/services/${service.id}`, ["admin", "member"], "DELETE") : null),
+      facts([["id", service.id], ["tenant", service.tenant], ["queue", service.queue],
+        ["priority", `${service.priorityClass} (${service.priority})`], ["desired", service.desired],
+        ["ready", service.ready], ["generation", service.generation],
+        ["autoscaling", scaling ? `${scaling.metric} average ${scaling.average === null ? "-" : scaling.average.toFixed(2)}`
+          + ` over ${scaling.sampled} replicas, target ${scaling.target}, replicas ${scaling.minReplicas}..${scaling.maxReplicas}`
+          : "fixed replica count"]])),
+    el("section", {}, el("h2", {}, "Shards"), shards.length
+      ? table(["Shard", "Cluster", "State", { text: "Held", num: true }, { text: "Cap", num: true },
+        { text: "Ready", num: true }, { text: "Updated", num: true }, { text: "Generation", num: true }], shards, { id: "shards" })
+      : el("p", { class: "muted" }, "no shard yet")),
+    el("section", {}, el("h2", {}, "Endpoints"), ends.length
+      ? table(["Cluster", "Region", "Address", "Cluster IP", "Ports", { text: "Ready", num: true }, "Reported"], ends, { id: "endpoints" })
+      : el("p", { class: "muted" }, "no endpoint reported yet")),
+    eventsSection(service.events),
+  ];
+}
+
 // ---- Shell ----------------------------------------------------------------------------
 
 function route() {
@@ -471,17 +523,18 @@ async function render() {
   if (!sessionStorage.getItem(TOKEN_KEY)) { return; }
   const r = route();
   const hash = location.hash;
-  for (const name of ["fleet", "queues", "jobs"]) {
+  for (const name of ["fleet", "queues", "jobs", "services"]) {
     document.getElementById("nav-" + name).classList.toggle("active", r.page === name);
   }
   try {
     if (!(r.page === "jobs" && r.id === logView?.job)) { stopLog(); }
     const sections = r.page === "queues" ? await queuesPage()
       : r.page === "jobs" ? (r.id ? await jobPage(r.id) : await jobsPage(r.params))
-        : await fleetPage();
+        : r.page === "services" ? (r.id ? await servicePage(r.id) : await servicesPage())
+          : await fleetPage();
     if (location.hash !== hash) { return; }  // the user moved on while this page loaded
     main.replaceChildren(...sections);
-    main.dataset.page = r.id ? "job" : r.page;
+    main.dataset.page = r.id ? (r.page === "services" ? "service" : "job") : r.page;
     main.dataset.route = hash;  // what is shown (a test waits for it)
   } catch (e) { showError(e.message); }
 }
