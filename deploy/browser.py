@@ -177,9 +177,10 @@ async def show(page: Page, route: str, name: str) -> None:
 
 
 async def console_screenshots(
-    hub_url: str, token: str, folder: Path, jobs: dict[str, str]
+    hub_url: str, token: str, folder: Path, jobs: dict[str, str], services: dict[str, str]
 ) -> list[Path]:
-    """PNGs of every console page, a page per job in `jobs` (file stem -> id) and /docs."""
+    """PNGs of every console page, a page per job in `jobs` and per service in `services`
+    (file stem -> id), and /docs."""
     await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
     shots: list[Path] = []
     async with chromium() as page:
@@ -187,6 +188,8 @@ async def console_screenshots(
         routes = [("fleet", "#/fleet", "fleet"), ("queues", "#/queues", "queues")]
         routes += [("jobs", "#/jobs", "jobs")]
         routes += [(stem, f"#/jobs/{job_id}", "job") for stem, job_id in jobs.items()]
+        routes += [("services", "#/services", "services")]
+        routes += [(stem, f"#/services/{sid}", "service") for stem, sid in services.items()]
         for stem, route, name in routes:
             await show(page, route, name)
             if name == "job":  # with the last lines of its first replica's log

@@ -584,8 +584,7 @@ async def service_ramp(fleet: Fleet) -> None:
             if e["reason"] == "Scaled":
                 print(f"  Scaled   {e['message'][:100]}")
     finally:
-        await load.close()
-        await fleet.call("DELETE", f"/v1/services/{service['id']}")
+        await load.close()  # the service stays (at its minimum) for the console's screenshots
 
 
 async def _completed(content: str | None) -> bool:
@@ -598,7 +597,8 @@ async def screenshots(fleet: Fleet) -> None:
     page = (await fleet.call("GET", "/v1/jobs", params={"limit": "500"}))["items"]
     named = {j["name"]: j["id"] for j in page}
     jobs = {"job-waiting": named["giant"], "job-preempting": named["incident-retrain"]}
-    for shot in await console_screenshots(fleet.url, ADMIN, SCREENSHOTS, jobs):
+    services = {"service": (await fleet.call("GET", "/v1/services/chat"))["id"]}
+    for shot in await console_screenshots(fleet.url, ADMIN, SCREENSHOTS, jobs, services):
         print(f"  {shot.name}")
 
 

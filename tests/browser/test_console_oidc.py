@@ -154,7 +154,12 @@ async def _sign_in_at_provider(s: Signed, user: dict[str, Any]) -> dict[str, Any
     await s.page.goto(s.fleet.url + "/ui#/queues")
     await s.page.wait("!document.getElementById('oidc-signin').hidden")
     await s.page.evaluate("document.getElementById('oidc-signin').click()")
-    await s.page.wait("document.getElementById('main').dataset.page === 'queues'")
+    # back from the provider and signed in: a token in this tab again (the page before the
+    # click may still show the queues of an earlier sign-in while the browser leaves it)
+    await s.page.wait(
+        "sessionStorage.getItem('suanpan-token') !== null"
+        " && document.getElementById('main').dataset.page === 'queues'"
+    )
     await s.page.evaluate("location.hash = '#/fleet'")
     try:
         await s.page.wait(
