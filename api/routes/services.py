@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import replace
+
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from api.auth import tenant_scope
 from api.context import ctx
@@ -36,7 +39,7 @@ from federation.compiled import CompiledJob
 from federation.compiler import CompileError, compile_service
 from federation.errors import FieldError, InvalidInput
 from federation.spec import ServiceManifest
-from federation.store import service_shards, service_status
+from federation.store import service_shards
 from federation.store import services as service_store
 from federation.store.records import Service
 
@@ -118,17 +121,21 @@ async def list_services(call: Call) -> Reply:
     return Reply(200, ServiceList(items=[service_out(s) for s in page], next_cursor=cursor))
 
 
-def _autoscaling(service: Service, shards: list[service_status.Shard]) -> AutoscalingStatus | None:
+def _autoscaling(service: Service, shards: list[service_shards.Shard]) -> AutoscalingStatus | None:
     """The scaling metric's latest average over the replicas read, beside its target."""
     compiled = CompiledJob.model_validate(service.compiled).service
     if compiled is None or compiled.autoscaling is None:
         return None
-    read = [s for s in shards if s.sampled and s.metric_sum is not None]
-    sampled = sum(s.sampled for s in read)
+    read = [
+        e
+        for e in (s.endpoint for s in shards)
+        if e is not None and e.sampled and e.metric_sum is not None
+    ]
+    sampled = sum(e.sampled for e in read)
     return AutoscalingStatus(
         metric=compiled.autoscaling.metric,
         target=compiled.autoscaling.target,
-        average=sum(s.metric_sum or 0.0 for s in read) / sampled if sampled else None,
+        average=sum(e.metric_sum or 0.0 for e in read) / sampled if sampled else None,
         sampled=sampled,
         min_replicas=compiled.min_replicas,
         max_replicas=compiled.max_replicas,
@@ -148,24 +155,24 @@ async def get_service(call: Call) -> Reply:
     metric against its target, and its latest events."""
     async with ctx(call.request).db.connection() as conn:
         service = await service_store.get(conn, call.path("service"), tenant_scope(call.who))
-        shards = await service_status.shards(conn, service.id)
+        shards = await _shards(conn, service.id)
         found = await service_store.service_events(conn, service.id, last=RECENT_EVENTS)
     return Reply(
         200,
         ServiceDetail(
             **service_out(service).model_dump(by_alias=False),
-            ready=sum(s.ready for s in shards),
+            ready=sum(s.endpoint.ready for s in shards if s.endpoint),
             autoscaling=_autoscaling(service, shards),
             shards=[
                 ShardOut(
-                    job=s.job_id,
+                    job=s.id,
                     name=s.name,
                     cluster=s.cluster,
                     state=s.state,
                     held=s.held,
                     cap=s.cap,
-                    ready=s.ready,
-                    updated=s.updated,
+                    ready=s.endpoint.ready if s.endpoint else 0,
+                    updated=s.endpoint.updated if s.endpoint else 0,
                     generation=s.generation,
                 )
                 for s in shards
@@ -238,16 +245,16 @@ async def service_endpoints(call: Call) -> Reply:
     (address, cluster IP, ports) and the replicas ready behind it."""
     async with ctx(call.request).db.connection() as conn:
         service = await service_store.get(conn, call.path("service"), tenant_scope(call.who))
-        found = await service_status.endpoints(conn, service.id)
+        shards = await _shards(conn, service.id)
     return Reply(
         200,
         EndpointList(
             items=[
                 EndpointOut(
-                    shard=e.shard,
-                    job=e.job_id,
-                    cluster=e.cluster,
-                    region=e.region,
+                    shard=s.name,
+                    job=s.id,
+                    cluster=s.cluster,
+                    region=s.region or "",
                     address=e.address,
                     cluster_ip=e.cluster_ip,
                     ports=[EndpointPortOut.model_validate(p) for p in e.ports],
@@ -256,7 +263,13 @@ async def service_endpoints(call: Call) -> Reply:
                     generation=e.generation,
                     reported_at=e.reported_at,
                 )
-                for e in found
+                for s in shards
+                if (e := s.endpoint) is not None and s.cluster is not None
             ]
         ),
     )
+
+
+async def _shards(conn: AsyncConnection, service_id: uuid.UUID) -> list[service_shards.Shard]:
+    """The service's live shards with their endpoints, as the service controller reads them."""
+    return (await service_shards.live_shards(conn, [service_id])).get(service_id, [])

@@ -127,6 +127,7 @@ class Shard:
     cap: int | None
     # of those, replicas its cluster's scheduler finds no node for (Pending, Unschedulable)
     unschedulable: int
+    generation: int  # of the template its compiled form carries
     pending_reasons: dict[str, Any]
     updated_at: datetime
     endpoint: Endpoint | None  # what its cluster last reported it serving
@@ -192,6 +193,7 @@ async def live_shards(
             e.sampled,
             e.reported_at,
             unschedulable.label("unschedulable"),
+            jobs.c.compiled[("service", "generation")].astext.label("template_generation"),
         )
         .join(tasks, tasks.c.job_id == jobs.c.id)
         .outerjoin(
@@ -221,6 +223,7 @@ async def live_shards(
                 held=held_replicas(r.assignment).get(r.task, r.replicas) if placed else 0,
                 cap=r.replica_cap,
                 unschedulable=r.unschedulable if placed else 0,
+                generation=int(r.template_generation or 1),
                 pending_reasons=r.pending_reasons,
                 updated_at=r.updated_at,
                 endpoint=(
