@@ -21,7 +21,8 @@ like any other, and their pods are never reported (`Assignment.holds`): a remove
 not a failed one. The placement runs once its minimum runs (grown replicas may still wait).
 
 Leases: the agent renews its cluster's lease every few seconds for its whole life (sessions or
-not), saying whether it reaches its kube-apiserver. When it could not renew for a whole lease
+not), from a thread of its own (`cluster_agents.agent.lease`: a busy event loop never delays
+it), saying whether it reaches its kube-apiserver. When it could not renew for a whole lease
 it stops the pods of its *exclusive* jobs itself (the hub requeues them only after the lease
 and a margin), and reports them evicted once back. Errors of the cluster's API never end the
 agent: starting is retried with back-off (the lease says why the apiserver is unreachable), and
@@ -56,6 +57,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from cluster_agents.agent import rollout
 from cluster_agents.agent.backend import ClusterBackend, PodSpec, PodStatus, ShardService
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
+from cluster_agents.agent.lease import LeaseRenewer
 from cluster_agents.agent.logs import LogStreamer
 from cluster_agents.agent.metric_reader import MetricReader, Target, pod_url
 from cluster_agents.agent.ranktable import RankTableMount, placement_tables
@@ -69,7 +71,6 @@ from federation.wire import annotations as ann
 from federation.wire.agent import (
     Assignment,
     InventoryReport,
-    LeaseRenewal,
     NodeInfo,
     Registration,
     StatusReport,
@@ -180,11 +181,9 @@ class Agent:
         self._generation = 0
         self._wake = asyncio.Event()
         self.gang_timeout_s = 120.0  # the hub's, learnt at every registration
-        self.lease_s = 8.0  # the hub's lease and renewal period, learnt at every renewal
-        self.renew_s = 2.0
-        self._renewed = time.monotonic()  # when the last renewal the hub accepted was sent
+        self.lease = LeaseRenewer(hub, lambda: self.apiserver_problem, self._lease_lost)
+        self._stopping: asyncio.Task[None] | None = None  # exclusive jobs being stopped
         self._start_problem: str | None = "starting"  # why the backend has not started yet
-        self.lease_stopped: set[str] = set()  # exclusive jobs stopped for lack of a lease
         Gauge(
             "suanpan_agent_apiserver_reachable",
             "1 while the agent's list and watch of its cluster are current",
@@ -194,21 +193,16 @@ class Agent:
             "suanpan_agent_lease_age_seconds",
             "Seconds since the last lease renewal the hub accepted was sent",
             registry=registry,
-        ).set_function(lambda: time.monotonic() - self._renewed)
+        ).set_function(lambda: self.lease.age_s)
 
     @property
     def apiserver_problem(self) -> str | None:
         """Why the agent cannot reach its cluster's API now (None: it can)."""
         return self._start_problem or self.backend.apiserver_problem()
 
-    @property
-    def lease_lost(self) -> bool:
-        """Whether the last renewal the hub accepted is older than a lease."""
-        return time.monotonic() - self._renewed > self.lease_s
-
     async def run(self, stop: asyncio.Event) -> None:
         """Renew the lease and run sessions with the hub until `stop` is set."""
-        lease = asyncio.create_task(self._lease_loop(stop))
+        self.lease.start()
         streams = asyncio.create_task(LogStreamer(self.backend, self.hub).run(stop))
         try:
             if await self._start_backend(stop):
@@ -221,9 +215,10 @@ class Agent:
                 finally:
                     await cancel_all(readers)
         finally:
-            lease.cancel()
-            streams.cancel()
-            await asyncio.gather(lease, streams, return_exceptions=True)
+            tasks = [streams] if self._stopping is None else [streams, self._stopping]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, self.lease.stop(), return_exceptions=True)
             await self.hub.close()
             await self.backend.stop()
 
@@ -266,27 +261,12 @@ class Agent:
                 await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
                 backoff = min(backoff * 2, self.config.backoff_max_s)
 
-    # --- the lease -----------------------------------------------------------------------
+    # --- the lease (renewed from its own thread: cluster_agents.agent.lease) ------------
 
-    async def _lease_loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            problem = self.apiserver_problem
-            sent = time.monotonic()
-            try:
-                reply = await self.hub.lease(
-                    LeaseRenewal(apiserver_reachable=problem is None, problem=problem or ""),
-                    # a slow hub may still record it: wait up to what the lease leaves
-                    timeout_s=max(self.renew_s, self.lease_s - self.renew_s),
-                    hedge_after_s=self.renew_s,
-                )
-                self._renewed = sent
-                self.lease_s, self.renew_s = reply.lease_s, reply.renew_s
-                self.lease_stopped.clear()
-            except (HubUnavailable, HubRejected) as exc:  # rejected: not registered yet
-                log.info("lease not renewed: %s", exc)
-            if self.lease_lost:
-                await self._stop_exclusive()
-            await sleep_unless_stopped(stop, self.renew_s)
+    def _lease_lost(self) -> None:
+        """Called on this loop at every renewal period while the lease is lost."""
+        if self._stopping is None or self._stopping.done():
+            self._stopping = asyncio.create_task(self._stop_exclusive())
 
     async def _stop_exclusive(self) -> None:
         """Stop the pods of exclusive jobs, and of jobs not known to be fast (an agent that
@@ -297,7 +277,6 @@ class Agent:
                 log.warning("lease lost: stopping exclusive job %s", job)
                 del self.active[job]
                 self.released[job] = max(self.released.get(job, 0), assignment.epoch)
-                self.lease_stopped.add(job)
         doomed = [p for p in self.backend.pods() if p.job not in self.active and not p.deleting]
         if doomed:
             try:

@@ -67,7 +67,8 @@ class HubApi:
         self._current = 0
         self._token = token
         self._tls = tls
-        self._session: aiohttp.ClientSession | None = None
+        # one HTTP session per event loop: the lease is renewed from a thread of its own
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
         self.round_trips = Histogram(
             "suanpan_agent_hub_round_trip_seconds",
             "Agent to hub call latency by call",
@@ -75,19 +76,22 @@ class HubApi:
             registry=registry,
         )
 
-    async def open(self) -> None:
-        """Open the HTTP session (idempotent)."""
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
+    async def open(self) -> aiohttp.ClientSession:
+        """The running event loop's HTTP session, opened on first use."""
+        loop = asyncio.get_running_loop()
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            session = self._sessions[loop] = aiohttp.ClientSession(
                 timeout=aiohttp.ClientTimeout(total=90, sock_connect=5),
                 connector=aiohttp.TCPConnector(ssl=self._tls if self._tls is not None else True),
             )
+        return session
 
     async def close(self) -> None:
-        """Close the HTTP session."""
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        """Close the running event loop's HTTP session."""
+        session = self._sessions.pop(asyncio.get_running_loop(), None)
+        if session is not None:
+            await session.close()
 
     def use_token(self, token: str) -> None:
         """Send `token` from the next call on (a renewed credential)."""
@@ -112,15 +116,14 @@ class HubApi:
         at: int | None = None,
     ) -> M:
         """One call to the current address (or to address number `at`)."""
-        await self.open()
-        assert self._session is not None
+        session = await self.open()
         start = time.perf_counter()
         url = self.url if at is None else self.urls[at]
-        limit = self._session.timeout
+        limit = session.timeout
         if timeout_s is not None:
             limit = aiohttp.ClientTimeout(total=timeout_s, sock_connect=5)
         try:
-            async with self._session.request(
+            async with session.request(
                 method,
                 url + path,
                 data=body.model_dump_json(by_alias=True) if body is not None else None,
@@ -228,9 +231,8 @@ class HubApi:
 
     async def upload_log(self, request_id: str, chunks: AsyncIterator[bytes]) -> bool:
         """Stream a log up as one chunked body; False when the hub stopped it (client gone)."""
-        await self.open()
-        assert self._session is not None
-        async with self._session.post(
+        session = await self.open()
+        async with session.post(
             f"{self.url}/v1/agent/logs/{request_id}",
             data=chunks,
             headers=self._auth(),
@@ -240,9 +242,8 @@ class HubApi:
 
     async def log_failed(self, request_id: str, message: str) -> None:
         """Say why a request's log cannot be read."""
-        await self.open()
-        assert self._session is not None
-        async with self._session.post(
+        session = await self.open()
+        async with session.post(
             f"{self.url}/v1/agent/logs/{request_id}/failure",
             data=LogFailure(message=message[:1024]).model_dump_json(),
             headers={"Content-Type": "application/json", **self._auth()},

@@ -1,0 +1,108 @@
+"""The cluster's lease, renewed from a thread of its own.
+
+A lease renewal must not share fate with the agent's work: an agent busy reconciling a burst
+of assignments (a long stretch of CPU on its event loop, or a slow cluster API it awaits) would
+otherwise renew late, and the hub would declare a healthy cluster lost and requeue its jobs,
+which only adds to the burst. kubelet renews its node lease from a goroutine of its own for the
+same reason. Here the renewals run on an event loop in a daemon thread, with their own HTTP
+session (`HubApi` keeps one per event loop); the interpreter switches threads every few
+milliseconds, so a renewal goes out on time however busy the agent's loop is.
+
+Losing the lease (no renewal accepted for a whole lease) is handed to the agent's own loop
+(`on_lost`), which stops its exclusive jobs; the thread only renews and keeps time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
+from federation.aio import sleep_unless_stopped
+from federation.wire.agent import LeaseRenewal
+
+log = logging.getLogger(__name__)
+
+
+class LeaseRenewer:
+    """Renews the cluster's lease every `renew_s` (both periods learnt from the hub's replies)."""
+
+    def __init__(
+        self,
+        hub: HubApi,
+        problem: Callable[[], str | None],
+        on_lost: Callable[[], None],
+    ) -> None:
+        """`problem` says why the agent cannot reach its kube-apiserver (None: it can), read at
+        each renewal; `on_lost` is called on the agent's event loop while the lease is lost."""
+        self.hub = hub
+        self.problem = problem
+        self.on_lost = on_lost
+        self.lease_s = 8.0
+        self.renew_s = 2.0
+        self.renewed = time.monotonic()  # when the last renewal the hub accepted was sent
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._agent_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def lost(self) -> bool:
+        """Whether the last renewal the hub accepted is older than a lease."""
+        return time.monotonic() - self.renewed > self.lease_s
+
+    @property
+    def age_s(self) -> float:
+        """Seconds since the last accepted renewal was sent."""
+        return time.monotonic() - self.renewed
+
+    def start(self) -> None:
+        """Start renewing (from the agent's event loop)."""
+        self._agent_loop = asyncio.get_running_loop()
+        started = threading.Event()
+        self._thread = threading.Thread(
+            target=asyncio.run, args=(self._run(started),), name="lease", daemon=True
+        )
+        self._thread.start()
+        started.wait()
+
+    async def stop(self) -> None:
+        """Stop renewing and wait for the thread to end (its session closed)."""
+        if self._thread is None:
+            return
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+
+    async def _run(self, started: threading.Event) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        started.set()
+        try:
+            while not self._stop.is_set():
+                await self.renew()
+                if self.lost and self._agent_loop is not None:
+                    self._agent_loop.call_soon_threadsafe(self.on_lost)
+                await sleep_unless_stopped(self._stop, self.renew_s)
+        finally:
+            await self.hub.close()  # this loop's session
+
+    async def renew(self) -> None:
+        """One renewal, waiting up to what the lease leaves (a slow hub may still record it)."""
+        problem = self.problem()
+        sent = time.monotonic()
+        try:
+            reply = await self.hub.lease(
+                LeaseRenewal(apiserver_reachable=problem is None, problem=problem or ""),
+                timeout_s=max(self.renew_s, self.lease_s - self.renew_s),
+                hedge_after_s=self.renew_s,
+            )
+        except (HubUnavailable, HubRejected) as exc:  # rejected: not registered yet
+            log.info("lease not renewed: %s", exc)
+            return
+        self.renewed = sent
+        self.lease_s, self.renew_s = reply.lease_s, reply.renew_s
