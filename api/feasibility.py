@@ -1,19 +1,27 @@
 """Fail fast: refuse at submission a job that no cluster of the fleet could ever run.
 
 The check runs the scheduling core on the fleet as if it were empty (every node free, every
-cluster ready) with the real queues and quotas. The fleet is re-read at most every few
-seconds; verdicts are cached per job shape until then. An empty fleet refuses nothing: the
+cluster ready) with the real queues and quotas. Every few seconds the queues are re-read, and
+the fleet too when its shape changed (`fleet_shape`: a sum of hashes the database computes;
+what runs on the fleet does not change it, so a busy fleet is not re-read for nothing);
+verdicts are cached per job shape until either changes. An empty fleet refuses nothing: the
 first clusters may simply not have registered yet.
+
+The core runs on a sample of the fleet, not all of it: a job of R replicas occupies at most R
+nodes, so R nodes of each kind (what a node holds empty: its capacity, devices and taints, not
+its name or labels, which the core does not read) fit it exactly when the whole cluster does,
+and the core's reasons count the same (it stops counting what fits at R). A 10,000-node fleet
+of a few node kinds is checked on a few dozen nodes.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from federation.catalog import Catalog
-from federation.controllers.snapshot import clusters_of_fleet, queue_models
+from federation.controllers.snapshot import clusters_of_fleet, fleet_shape, queue_models
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import Rejected
 from federation.scheduling.framework import SchedulerConfig
@@ -45,6 +53,29 @@ def emptied(cluster: Cluster) -> Cluster:
     )
 
 
+def node_kind(node: Node) -> str:
+    """What an emptied node could hold: all of it but its name and labels."""
+    return repr(replace(node, name="", labels={}))
+
+
+def kinds_of(cluster: Cluster) -> tuple[tuple[Node, ...], ...]:
+    """The cluster's nodes grouped by kind."""
+    groups: dict[str, list[Node]] = {}
+    for node in cluster.nodes:
+        groups.setdefault(node_kind(node), []).append(node)
+    return tuple(tuple(group) for group in groups.values())
+
+
+def sampled(cluster: Cluster, kinds: tuple[tuple[Node, ...], ...], most: int) -> Cluster:
+    """`cluster` with at most `most` nodes of each kind."""
+    return replace(cluster, nodes=tuple(n for group in kinds for n in group[:most]))
+
+
+def replicas_at_most(job: Job) -> int:
+    """The most replicas `job` may hold at once: the most nodes it may occupy."""
+    return sum(task.ceiling for task in job.tasks)
+
+
 def shape_key(job: Job) -> str:
     """What the verdict depends on: the core job without its id, creation time and task names
     (the compiled job's images, environment and names never reach the core), so a sweep of
@@ -54,6 +85,27 @@ def shape_key(job: Job) -> str:
     )
 
 
+@dataclass
+class _Emptied:
+    """The fleet as if empty, as read at `read_at`, and the verdicts given on it."""
+
+    shape: int  # fleet_shape when read
+    clusters: tuple[Cluster, ...]
+    kinds: tuple[tuple[tuple[Node, ...], ...], ...]  # per cluster
+    queues: tuple[Queue, ...]
+    read_at: float
+    verdicts: dict[str, Rejected | None] = field(default_factory=dict)
+    samples: dict[int, tuple[Cluster, ...]] = field(default_factory=dict)
+
+    def sample(self, most: int) -> tuple[Cluster, ...]:
+        """The clusters with at most `most` nodes of each kind."""
+        if most not in self.samples:
+            self.samples[most] = tuple(
+                sampled(c, kinds, most) for c, kinds in zip(self.clusters, self.kinds, strict=True)
+            )
+        return self.samples[most]
+
+
 class FleetCheck:
     """Cached `could this job ever run anywhere` verdicts."""
 
@@ -61,32 +113,39 @@ class FleetCheck:
         self.db = db
         self.catalog = catalog
         self.ttl_s = ttl_s
-        self._fleet: tuple[tuple[Cluster, ...], tuple[Queue, ...]] | None = None
-        self._read_at = 0.0
-        self._verdicts: dict[str, Rejected | None] = {}
+        self._fleet: _Emptied | None = None
         self._lock = asyncio.Lock()
 
-    async def _snapshot(self) -> tuple[tuple[Cluster, ...], tuple[Queue, ...]]:
+    async def _snapshot(self) -> _Emptied:
         async with self._lock:
-            if self._fleet is None or time.monotonic() - self._read_at > self.ttl_s:
-                async with self.db.connection() as conn:
+            old = self._fleet
+            if old is not None and time.monotonic() - old.read_at <= self.ttl_s:
+                return old
+            async with self.db.connection() as conn:
+                shape = await fleet_shape(conn)
+                queues = tuple(await queue_models(conn))
+                if old is None or shape != old.shape:
                     fleet, _ = await clusters_of_fleet(conn, self.catalog)
-                    queues = await queue_models(conn)
-                self._fleet = (tuple(emptied(c) for c in fleet), tuple(queues))
-                self._read_at = time.monotonic()
-                self._verdicts.clear()
+                    clusters = tuple(emptied(c) for c in fleet)
+                    kinds = tuple(kinds_of(c) for c in clusters)
+                else:
+                    clusters, kinds = old.clusters, old.kinds
+            if old is not None and shape == old.shape and queues == old.queues:
+                old.read_at = time.monotonic()  # nothing a verdict depends on changed
+                return old
+            self._fleet = _Emptied(shape, clusters, kinds, queues, time.monotonic())
             return self._fleet
 
     async def rejection(self, job: Job) -> Rejected | None:
         """Why `job` can never run in this fleet, or None when it could (or nothing is known)."""
-        clusters, queues = await self._snapshot()
-        if not clusters:
+        fleet = await self._snapshot()
+        if not fleet.clusters:
             return None
         key = shape_key(job)
-        if key not in self._verdicts:
-            snapshot = Snapshot(clusters=clusters, queues=queues)
+        if key not in fleet.verdicts:
+            snapshot = Snapshot(clusters=fleet.sample(replicas_at_most(job)), queues=fleet.queues)
             result = await asyncio.to_thread(
                 schedule, snapshot, [job], now=0.0, config=NO_PREEMPTION
             )
-            self._verdicts[key] = result.rejected[0] if result.rejected else None
-        return self._verdicts[key]
+            fleet.verdicts[key] = result.rejected[0] if result.rejected else None
+        return fleet.verdicts[key]

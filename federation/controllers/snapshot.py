@@ -280,6 +280,26 @@ async def clusters_of_fleet(
     return out, ids
 
 
+_FLEET_SHAPE = sa.text(
+    """
+    SELECT (SELECT coalesce(sum(hashtextextended(
+                concat_ws('|', id, name, region, zone, labels::text), 0)), 0) FROM clusters)
+         + (SELECT coalesce(sum(hashtextextended(concat_ws('|', cluster_id, name, cpu_milli,
+                memory_mib, pods, taints::text, labels::text), 0)), 0) FROM nodes)
+         + (SELECT coalesce(sum(hashtextextended(
+                concat_ws('|', cluster_id, node_name, flavor, index, memory_mib), 0)), 0)
+            FROM devices)
+    """
+)
+
+
+async def fleet_shape(conn: AsyncConnection) -> int:
+    """One number that changes with what the fleet could hold if it were empty (its clusters,
+    their nodes' capacity, labels and taints, their devices), not with what runs on it: cheap
+    to compute in the database, to tell whether `clusters_of_fleet` must be read again."""
+    return int(await conn.scalar(_FLEET_SHAPE) or 0)
+
+
 async def queue_models(conn: AsyncConnection) -> list[Queue]:
     """Every queue as the core models it (named "<tenant>/<queue>")."""
     rows = await conn.execute(
