@@ -47,9 +47,8 @@ class TlsHub:
 
     async def agent_token(self, cluster: str) -> str:
         admin = HubApi(self.url, ADMIN_TOKEN, tls=self.agent_context())
-        await admin.open()
-        assert admin._session is not None
-        async with admin._session.post(
+        session = await admin.open()
+        async with session.post(
             self.url + "/v1/tokens",
             json={"name": f"{cluster}-agent", "role": "agent", "cluster": cluster},
             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
