@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -197,36 +198,76 @@ Generation = tuple[int, datetime | None]  # a cluster's inventory generation, te
 
 class FleetCache:
     """Each cluster's nodes as the core models them, by inventory generation and telemetry
-    time: a cycle reads the nodes and devices only of clusters whose agent reported since the
-    last cycle."""
+    time. A cycle reads nothing of a cluster whose agent did not report since the last cycle;
+    after an inventory delta it reads only the nodes the delta wrote (a node row carries the
+    generation of the report that wrote it) and the names of the rest (to drop removed ones);
+    after a telemetry report, or a full snapshot, the whole cluster."""
 
     def __init__(self) -> None:
-        self._nodes: dict[uuid.UUID, tuple[Generation, tuple[Node, ...]]] = {}
+        self._nodes: dict[uuid.UUID, tuple[Generation, dict[str, Node], tuple[Node, ...]]] = {}
 
     def stale(self, generations: dict[uuid.UUID, Generation]) -> list[uuid.UUID]:
         """Clusters whose cached nodes are older than `generations` say (or not cached)."""
         self._nodes = {k: v for k, v in self._nodes.items() if k in generations}
         return [c for c, g in generations.items() if c not in self._nodes or self._nodes[c][0] != g]
 
+    def since(self, cluster_id: uuid.UUID, generation: Generation) -> int | None:
+        """The inventory generation after which the cluster's changed nodes are all that must
+        be read to reach `generation`; None when the whole cluster must be read."""
+        cached = self._nodes.get(cluster_id)
+        if cached is None:
+            return None
+        (had, telemetry), _, _ = cached
+        return had if telemetry == generation[1] and had < generation[0] else None
+
     def put(self, cluster_id: uuid.UUID, generation: Generation, found: tuple[Node, ...]) -> None:
         """Remember a cluster's nodes at `generation`."""
-        self._nodes[cluster_id] = (generation, found)
+        self._nodes[cluster_id] = (generation, {n.name: n for n in found}, found)
+
+    def update(
+        self,
+        cluster_id: uuid.UUID,
+        generation: Generation,
+        changed: Sequence[Node],
+        names: Sequence[str],
+    ) -> None:
+        """Bring a cluster's nodes to `generation`: `changed` ones replaced or added, those
+        not in `names` (every node the cluster has, in name order) dropped."""
+        _, by_name, _ = self._nodes[cluster_id]
+        by_name = {**by_name, **{n.name: n for n in changed}}
+        ordered = tuple(by_name[name] for name in names)
+        self._nodes[cluster_id] = (generation, {n.name: n for n in ordered}, ordered)
 
     def nodes(self, cluster_id: uuid.UUID) -> tuple[Node, ...]:
-        """The cached nodes of a cluster."""
-        return self._nodes[cluster_id][1]
+        """The cached nodes of a cluster, in name order."""
+        return self._nodes[cluster_id][2]
 
 
 async def _read_nodes(
-    conn: AsyncConnection, catalog: Catalog, cluster_ids: list[uuid.UUID]
+    conn: AsyncConnection, catalog: Catalog, since: Mapping[uuid.UUID, int | None]
 ) -> dict[uuid.UUID, list[Node]]:
-    """The nodes (with devices) of these clusters."""
+    """The nodes (with devices) of these clusters, in name order: of each, all of them (None)
+    or those written after the inventory generation given."""
+    written = sa.or_(
+        *(
+            sa.and_(nodes.c.cluster_id == c, nodes.c.generation > g)
+            if g is not None
+            else nodes.c.cluster_id == c
+            for c, g in since.items()
+        )
+    )
     device_rows: dict[tuple[uuid.UUID, str], list[DeviceRow]] = defaultdict(list)
     t = device_telemetry
     for d in await conn.execute(
         sa.select(devices, t.c.utilization)
+        .join(
+            nodes,
+            sa.and_(
+                nodes.c.cluster_id == devices.c.cluster_id, nodes.c.name == devices.c.node_name
+            ),
+        )
         .outerjoin(t, DEVICE_READING)
-        .where(devices.c.cluster_id.in_(cluster_ids))
+        .where(written)
     ):
         m = d._mapping
         device_rows[(m["cluster_id"], m["node_name"])].append(
@@ -241,13 +282,25 @@ async def _read_nodes(
             )
         )
     node_map: dict[uuid.UUID, list[Node]] = defaultdict(list)
-    for n in await conn.execute(
-        sa.select(nodes).where(nodes.c.cluster_id.in_(cluster_ids)).order_by(nodes.c.name)
-    ):
+    for n in await conn.execute(sa.select(nodes).where(written).order_by(nodes.c.name)):
         node_map[n.cluster_id].append(
             core_node(catalog, dict(n._mapping), device_rows.get((n.cluster_id, n.name), ()))
         )
     return node_map
+
+
+async def _node_names(
+    conn: AsyncConnection, cluster_ids: list[uuid.UUID]
+) -> dict[uuid.UUID, list[str]]:
+    """Every node name of these clusters, in name order."""
+    names: dict[uuid.UUID, list[str]] = {c: [] for c in cluster_ids}
+    for cluster_id, name in await conn.execute(
+        sa.select(nodes.c.cluster_id, nodes.c.name)
+        .where(nodes.c.cluster_id.in_(cluster_ids))
+        .order_by(nodes.c.name)
+    ):
+        names[cluster_id].append(name)
+    return names
 
 
 async def clusters_of_fleet(
@@ -259,9 +312,16 @@ async def clusters_of_fleet(
     generations = {c.id: (c.inventory_generation, c.telemetry_at) for c in rows}
     stale = cache.stale(generations)
     if stale:
-        fresh = await _read_nodes(conn, catalog, stale)
-        for cluster_id in stale:
-            cache.put(cluster_id, generations[cluster_id], tuple(fresh.get(cluster_id, ())))
+        since = {c: cache.since(c, generations[c]) for c in stale}
+        fresh = await _read_nodes(conn, catalog, since)
+        changed = [c for c, g in since.items() if g is not None]
+        names = await _node_names(conn, changed) if changed else {}
+        for cluster_id, after in since.items():
+            found = tuple(fresh.get(cluster_id, ()))
+            if after is None:
+                cache.put(cluster_id, generations[cluster_id], found)
+            else:
+                cache.update(cluster_id, generations[cluster_id], found, names[cluster_id])
     out, ids = [], {}
     for c in rows:
         ids[c.name] = c.id
