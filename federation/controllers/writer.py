@@ -45,7 +45,7 @@ class Written:
     rejected: int = 0
     resized: int = 0
     skipped: int = 0
-    placements: list[Placement] = field(default_factory=list)  # the written ones
+    placements: list[Placement] = field(default_factory=list, repr=False)  # the written ones
 
 
 def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
