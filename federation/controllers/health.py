@@ -29,9 +29,11 @@ from federation.hubconfig import HealthConfig
 from federation.store.events import add_event
 from federation.store.lifecycle import (
     HOLDING_STATES,
+    JobChange,
+    Step,
+    change_jobs,
     clusters_silent,
     clusters_unreachable,
-    move_job,
     release_placements,
     silent_share,
 )
@@ -87,6 +89,7 @@ async def check(
         sa.select(
             jobs.c.id,
             jobs.c.state,
+            jobs.c.version,
             policy.label("policy"),
             gone.label("lost"),
             sa.func.coalesce(fails, False).label("fails"),
@@ -95,7 +98,8 @@ async def check(
         .where(jobs.c.state.in_(HOLDING_STATES), sa.or_(clusters.c.draining, gone))
         .with_for_update(of=jobs)
     )
-    for job_id, state, job_policy, lost_job, job_fails in list(held):
+    moves: list[JobChange] = []
+    for job_id, state, version, job_policy, lost_job, job_fails in list(held):
         if lost_job and job_fails and state != "Preempting":
             target, reason = "Failed", "ClusterLost"  # failurePolicy.onClusterFailure: fail
         elif lost_job:
@@ -106,9 +110,11 @@ async def check(
             target, reason = "Preempting", "ClusterDrained"  # requeued once its pods are gone
         else:
             continue
-        await release_placements(conn, job_id)
-        values = {"cluster_id": None} if target == "Queued" else {}
         message = "failurePolicy.onClusterFailure: fail" if target == "Failed" else ""
-        await move_job(conn, job_id, target, reason=reason, message=message, values=values)
+        step = Step(target, reason, message)
+        moves.append(JobChange(job_id, version, state, (step,), clear_cluster=target == "Queued"))
         changed.append(f"job {job_id} {state} -> {target} ({reason})")
+    # a lost cluster's jobs move together: three statements however many it ran
+    await release_placements(conn, *(m.job_id for m in moves))
+    await change_jobs(conn, moves)
     return changed

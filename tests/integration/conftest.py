@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -250,3 +250,19 @@ async def serving(db: Database, fleet: F) -> AsyncIterator[F]:
         yield fleet
     finally:
         await fleet.close()
+
+
+@contextmanager
+def statements_sent(db: Database) -> Iterator[list[str]]:
+    """The SQL statements the block sends."""
+    sent: list[str] = []
+
+    def count(*args: Any) -> None:
+        sent.append(args[2])
+
+    engine = db.engine.sync_engine
+    sa.event.listen(engine, "before_cursor_execute", count)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", count)

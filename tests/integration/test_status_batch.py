@@ -10,12 +10,10 @@ of the lifecycle.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +28,7 @@ from federation.store.database import Database
 from federation.store.lifecycle import NewPlacement, move_job, place_jobs
 from federation.store.tables import events, jobs, placements
 from federation.wire.agent import Registration, StatusUpdate
-from tests.integration.conftest import store_queue, stored_job
+from tests.integration.conftest import statements_sent, store_queue, stored_job
 
 pytestmark = pytest.mark.integration
 
@@ -112,22 +110,6 @@ async def _one_by_one(db: Database, js: JobSet, updates: list[StatusUpdate]) -> 
     """The updates as reports of one each (in one transaction: the same, with fewer commits)."""
     async with db.transaction() as conn:
         return [(await agents.apply_statuses(conn, js.own, [u], RETRY))[0].kind for u in updates]
-
-
-@contextlib.contextmanager
-def _statements(db: Database) -> Iterator[list[str]]:
-    """The SQL statements the block sends."""
-    sent: list[str] = []
-
-    def count(*args: Any) -> None:
-        sent.append(args[2])
-
-    engine = db.engine.sync_engine
-    sa.event.listen(engine, "before_cursor_execute", count)
-    try:
-        yield sent
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", count)
 
 
 async def _build(db: Database, tag: str, plan: dict[str, Any]) -> JobSet:
@@ -262,7 +244,7 @@ async def test_a_whole_report_gives_what_its_updates_give_one_by_one(db: Databas
         fenced = {i: held[i][0] == whole.own for i in whole.ids}
         epochs = {n: held[whole.ids[n]][1] for n in range(JOBS)}
         updates = whole.updates(drawn, epochs)
-        with _statements(db) as sent:
+        with statements_sent(db) as sent:
             outcomes = await _report(db, whole, updates)
         rounds = max(Counter(u.job for u in updates).values())
         # the cluster's name, then per round: lock, release, notify, jobs, events
