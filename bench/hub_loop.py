@@ -155,13 +155,16 @@ async def measure() -> tuple[list[CycleReport], tuple[float, CycleReport]]:
             await _fill(db)
             loop = SchedulerLoop(db, load_catalog())
             assert await loop.leadership.acquire()
+            alive = asyncio.create_task(loop.leadership.keep_alive())  # as the loop leads
             reports = []
             while True:
                 report = await loop.cycle()
+                print(report)
                 reports.append(report)
                 if not report.written.placed:
                     break
             await loop.leadership.release()
+            await alive
             async with db.transaction() as conn:
                 for statement in _FINISH_AND_COPY.text.split(";"):
                     if statement.strip():
@@ -171,10 +174,12 @@ async def measure() -> tuple[list[CycleReport], tuple[float, CycleReport]]:
                         )
             restarted = SchedulerLoop(db, load_catalog())
             assert await restarted.leadership.acquire()
+            alive = asyncio.create_task(restarted.leadership.keep_alive())
             start = time.perf_counter()
             first = await restarted.cycle()
             cold = time.perf_counter() - start
             await restarted.leadership.release()
+            await alive
             return reports, (cold, first)
         finally:
             await db.close()
