@@ -405,11 +405,11 @@ async def _gang_failures(
 
 def _run_time(row: Any, now: float) -> float:
     """How long a running job's current run has run: since its first start or, after a
-    requeue, since its current placement (the run started no earlier); 0 unless Running."""
+    requeue, since its current placement (the run started no earlier); 0 unless Running
+    (a Running job's row is a held one: it has `placed_at`)."""
     if row.state != "Running" or row.started_at is None:
         return 0.0
-    placed_at = getattr(row, "placed_at", None)
-    return max(0.0, now - max(_seconds(row.started_at), _seconds(placed_at)))
+    return max(0.0, now - max(_seconds(row.started_at), _seconds(row.placed_at)))
 
 
 HEAD = 2500  # jobs at the head of the queue every cycle considers
@@ -529,7 +529,8 @@ async def read(
     result = Read(Snapshot(), [], {}, cluster_ids)
     avoided = await _gang_failures(conn, cluster_names)
 
-    def model(row: Any) -> Job | None:
+    def model(row: Any, revision: int = 0) -> Job | None:
+        """The core job of a held row (with its placement's `revision`) or a queued one."""
         facts = JobFacts(
             id=str(row.id),
             queue=f"{row.tenant}/{row.queue}",
@@ -549,7 +550,7 @@ async def read(
             row.epoch,
             row.reason,
             row.pending_reasons,
-            getattr(row, "revision", 0),
+            revision,
         )
         try:
             compiled, tasks = cache.get(form_key(row), row.replica_cap)
@@ -563,7 +564,7 @@ async def read(
     elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
     preempting: set[str] = set()
     for row in held_rows:
-        job = model(row)
+        job = model(row, row.revision)
         if job is None:
             continue
         job, flavors, replicas = cache.placement(row.id, row.epoch, row.revision, job)
