@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
-from federation.aio import sleep_unless_stopped
 from federation.wire.agent import LeaseRenewal
 
 log = logging.getLogger(__name__)
@@ -46,7 +45,7 @@ class LeaseRenewer:
         self.renewed = time.monotonic()  # when the last renewal the hub accepted was sent
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None  # the thread's loop's one task
         self._agent_loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -70,24 +69,26 @@ class LeaseRenewer:
         started.wait()
 
     async def stop(self) -> None:
-        """Stop renewing and wait for the thread to end (its session closed)."""
+        """Stop renewing, a renewal in flight included, and wait for the thread to end."""
         if self._thread is None:
             return
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
+        if self._loop is not None and self._task is not None:
+            self._loop.call_soon_threadsafe(self._task.cancel)
         await asyncio.to_thread(self._thread.join)
         self._thread = None
 
     async def _run(self, started: threading.Event) -> None:
         self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+        self._task = asyncio.current_task()
         started.set()
         try:
-            while not self._stop.is_set():
+            while True:
                 await self.renew()
                 if self.lost and self._agent_loop is not None:
                     self._agent_loop.call_soon_threadsafe(self.on_lost)
-                await sleep_unless_stopped(self._stop, self.renew_s)
+                await asyncio.sleep(self.renew_s)
+        except asyncio.CancelledError:
+            pass  # stopped
         finally:
             await self.hub.close()  # this loop's session
 
