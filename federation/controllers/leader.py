@@ -11,7 +11,10 @@ leader starts or is refused (LostLeadership), never interleaves.
 A frozen leader (a paused VM, SIGSTOP) keeps its connections open, and so its lock: the lock
 connection therefore runs with `idle_session_timeout` and the leader pings it (`keep_alive`)
 five times as often; frozen for `FROZEN_AFTER_S`, it loses the connection and the lock, and
-another replica takes over. Its write transactions run with
+another replica takes over. The lock connection and its pings live on an event loop in a thread
+of their own (`LoopThread`): a leader whose own loop is busy (a snapshot read of seconds under
+CPU contention, a long GC pause) is not frozen and keeps its lock; a frozen process stops every
+thread. Its write transactions run with
 `idle_in_transaction_session_timeout`, so a transaction it froze in does not keep the new leader
 waiting on the fence either.
 """
@@ -25,6 +28,7 @@ import asyncpg
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from federation.aio import LoopThread
 from federation.store.listener import asyncpg_dsn
 
 LOCK_KEY = 7281002
@@ -47,12 +51,16 @@ class Leadership:
     def __init__(self, url: str, key: int = LOCK_KEY) -> None:
         self._dsn = asyncpg_dsn(url)
         self._key = key
+        self._thread = LoopThread("leadership")  # owns the lock connection
         self._conn: asyncpg.Connection | None = None
         self._pid: int | None = None  # the backend of the lock's connection while leading
 
     async def acquire(self) -> bool:
         """Take the lock if free, then wait out a deposed leader's write in flight; True when
         this replica leads."""
+        return await self._thread.call(self._acquire())
+
+    async def _acquire(self) -> bool:
         if self._conn is None or self._conn.is_closed():
             self._conn = await asyncpg.connect(self._dsn)
         if not await self._conn.fetchval("SELECT pg_try_advisory_lock($1)", self._key):
@@ -65,12 +73,21 @@ class Leadership:
 
     async def keep_alive(self) -> None:
         """Ping the lock connection five times per `FROZEN_AFTER_S` while leading (run as a
-        task; it ends when the connection does), so that only a frozen leader's session times
-        out."""
+        task; it ends when the connection does; cancelled, the pings stop), so that only a
+        frozen leader's session times out."""
+        await self._thread.call(self._keep_alive())
+
+    async def _keep_alive(self) -> None:
         while self._conn is not None and not self._conn.is_closed():
             try:
                 await self._conn.execute("SELECT 1", timeout=FROZEN_AFTER_S)
-            except (asyncpg.PostgresError, OSError, TimeoutError):
+            except (
+                asyncpg.PostgresError,
+                asyncpg.InterfaceError,
+                asyncpg.InternalClientError,
+                OSError,
+                TimeoutError,
+            ):
                 return  # the next fence finds the lock gone
             await asyncio.sleep(FROZEN_AFTER_S / 5)
 
@@ -90,6 +107,10 @@ class Leadership:
 
     async def release(self) -> None:
         """Give up leadership."""
+        await self._thread.call(self._release())
+        await self._thread.stop()
+
+    async def _release(self) -> None:
         if self._conn is not None:
             with contextlib.suppress(asyncpg.PostgresError, OSError):
                 await self._conn.close()

@@ -9,6 +9,7 @@ clusters are exercised by the agent and end-to-end suites.
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -384,6 +385,24 @@ async def test_a_frozen_leader_loses_its_lock_and_its_open_write(
             await wait_for("another replica leading", takes_over, 5)
             await conn.execute(sa.text("SELECT 1"))  # resumed: its transaction was ended
     await new.release()
+
+
+async def test_a_busy_leader_keeps_its_lock(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A leader whose event loop is blocked longer than the frozen-leader timeout (a snapshot
+    read of seconds under CPU contention) is busy, not frozen: its lock connection is pinged
+    from a thread of its own, so it keeps leading and its next write goes through."""
+    monkeypatch.setattr(leader, "FROZEN_AFTER_S", 1.0)
+    old = await _loop(hub)
+    alive = asyncio.create_task(old.leadership.keep_alive())
+    await asyncio.sleep(0.2)
+    time.sleep(3.0)  # noqa: ASYNC251 (the point: the loop blocked three timeouts long)
+    new = Leadership(hub.db.url)
+    assert not await new.acquire()
+    async with hub.db.transaction() as conn:
+        await old.leadership.fence(conn)  # still the leader: no LostLeadership
+    alive.cancel()
+    await new.release()
+    await old.leadership.release()
 
 
 async def test_a_new_leader_gives_every_agent_a_full_lease(hub: Hub) -> None:
