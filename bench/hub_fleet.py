@@ -7,8 +7,9 @@ process only drives the API and reads the database:
 
 1. burst: 10,000 jobs submitted through `POST /v1/job-batches` as fast as the API takes them;
    the time from the first submission until every one is placed (they all fit);
-2. under load: 10,000 more jobs queued, then 64 clients submit single jobs for 10 s; the API's
-   rate and latency with that backlog, and the placement decisions the loop writes meanwhile;
+2. under load: 10,000 more jobs queued, then 64 clients submit single jobs for 30 s (several
+   cycles: a window shorter than one cycle reads 0 decisions); the API's rate and latency with
+   that backlog, and the placement decisions the loop writes meanwhile;
    cycle times are the gaps between the loop's placement transactions (one `now()` each).
 
 Hub memory (API and loop processes) and the database's size are reported after both.
@@ -47,7 +48,7 @@ from federation.store.tables import clusters, jobs, nodes, placements
 CLUSTERS = 10
 NODES = 1000
 BURST = 10_000
-LOAD_S = 10.0
+LOAD_S = 30.0
 KINDS = (  # capacity and labels of the simulated nodes, by vendor, with the flavor they give
     ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
     ({"huawei.com/Ascend910B3": "8"}, {"node.kubernetes.io/npu.chip.name": "910B3"}),
