@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -93,15 +94,38 @@ def capped(tasks: tuple[Task, ...], cap: int) -> tuple[Task, ...]:
     )
 
 
+# what a held job's placement, as the core models it, is built from, its run time aside: the
+# compiled form and cap, the placement (epoch, revision, cluster) and the row's facts
+HeldKey = tuple[FormKey, int | None, int, int, str, int, bool, Any, str, str]
+
+
+def held_key(row: Any, cluster: str) -> HeldKey:
+    """The `HeldKey` of a held job row (joined with its active placement) on `cluster`."""
+    return (
+        form_key(row),
+        row.replica_cap,
+        row.epoch,
+        row.revision,
+        cluster,
+        row.priority,
+        row.preemptible,
+        row.queued_at,
+        row.tenant,
+        row.queue,
+    )
+
+
 class CompiledCache:
     """What never changes for a compiled form (its decoded job and core tasks, by `FormKey`;
-    a shard's tasks under each cap) and for a placement (job id, epoch, revision: its
-    flavors, replicas and counts), decoded once; forgotten once no read sees it."""
+    a shard's tasks under each cap), for a placement (job id, epoch, revision: its flavors,
+    replicas and counts) and for a held job's modeled placement (by `HeldKey`, run times
+    aside), decoded or built once; forgotten once no read sees it."""
 
     def __init__(self) -> None:
         self._jobs: dict[FormKey, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
         self._capped: dict[tuple[FormKey, int], tuple[Task, ...]] = {}
         self._placements: dict[tuple[uuid.UUID, int, int], dict[str, Any]] = {}
+        self._held: dict[HeldKey, Placement] = {}
         self._seen: set[uuid.UUID] = set()
         self.rotation = 0  # where the pending window continues next cycle
 
@@ -180,12 +204,23 @@ class CompiledCache:
             ),
         )
 
+    def held(self, key: HeldKey, build: Callable[[], Placement | None]) -> Placement | None:
+        """The modeled placement of a held job, built by `build` when not known (None: the
+        job cannot be modeled; not remembered)."""
+        found = self._held.get(key)
+        if found is None:
+            found = build()
+            if found is not None:
+                self._held[key] = found
+        return found
+
     def prune(self) -> None:
         """Forget jobs not asked for since the last prune, and replaced forms."""
         keys = {k: v for k, v in self._jobs.items() if k[0] in self._seen}
         self._jobs = keys
         self._capped = {k: v for k, v in self._capped.items() if k[0] in keys}
         self._placements = {k: v for k, v in self._placements.items() if k[0] in self._seen}
+        self._held = {k: v for k, v in self._held.items() if k[0] in keys}
         self._seen = set()
 
 
@@ -529,21 +564,10 @@ async def read(
     result = Read(Snapshot(), [], {}, cluster_ids)
     avoided = await _gang_failures(conn, cluster_names)
 
-    def model(row: Any, revision: int = 0) -> Job | None:
-        """The core job of a held row (with its placement's `revision`) or a queued one."""
-        facts = JobFacts(
-            id=str(row.id),
-            queue=f"{row.tenant}/{row.queue}",
-            priority=row.priority,
-            preemptible=row.preemptible,
-            created_at=_seconds(row.queued_at),
-            runtime_s=_run_time(row, now),
-            since_checkpoint_s=(
-                max(0.0, now - _seconds(row.checkpointed_at)) if row.checkpointed_at else None
-            ),
-            avoided_clusters=avoided.get(row.id, frozenset()),
-        )
-        result.refs[facts.id] = JobRef(
+    def ref(row: Any, revision: int = 0) -> None:
+        """Remember what the writer needs of a held row (with its placement's `revision`) or
+        a queued one."""
+        result.refs[str(row.id)] = JobRef(
             row.id,
             row.version,
             row.state,
@@ -552,6 +576,17 @@ async def read(
             row.pending_reasons,
             revision,
         )
+
+    def model(row: Any) -> Job | None:
+        """The core job of a row, its run times aside (None: it cannot be modeled)."""
+        facts = JobFacts(
+            id=str(row.id),
+            queue=f"{row.tenant}/{row.queue}",
+            priority=row.priority,
+            preemptible=row.preemptible,
+            created_at=_seconds(row.queued_at),
+            avoided_clusters=avoided.get(row.id, frozenset()),
+        )
         try:
             compiled, tasks = cache.get(form_key(row), row.replica_cap)
         except ValueError as exc:
@@ -559,22 +594,42 @@ async def read(
             return None
         return core_job(compiled, facts, tasks)
 
+    def timed(job: Job, row: Any) -> Job:
+        """`job` with the run times of its row as of `now`."""
+        runtime = _run_time(row, now)
+        since = max(0.0, now - _seconds(row.checkpointed_at)) if row.checkpointed_at else None
+        if runtime == 0.0 and since is None:
+            return job
+        return replace(job, runtime_s=runtime, since_checkpoint_s=since)
+
+    def modeled(row: Any, cluster: str) -> Placement | None:
+        """The placement on `cluster` a held row (joined with its active placement) models,
+        run times aside."""
+        job = model(row)
+        if job is None:
+            return None
+        job, flavors, replicas = cache.placement(row.id, row.epoch, row.revision, job)
+        return Placement(
+            job=job,
+            cluster=cluster,
+            flavors=flavors,
+            replicas=replicas,
+            epoch=row.epoch,
+        )
+
     placed: list[Placement] = []
     reservations: list[Placement] = []
     elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
     preempting: set[str] = set()
     for row in held_rows:
-        job = model(row, row.revision)
-        if job is None:
+        ref(row, row.revision)
+        cluster = cluster_names.get(row.cluster_id, "")
+        placement = cache.held(held_key(row, cluster), partial(modeled, row, cluster))
+        if placement is None:
             continue
-        job, flavors, replicas = cache.placement(row.id, row.epoch, row.revision, job)
-        placement = Placement(
-            job=job,
-            cluster=cluster_names.get(row.cluster_id, ""),
-            flavors=flavors,
-            replicas=replicas,
-            epoch=row.epoch,
-        )
+        job = timed(placement.job, row)
+        if job is not placement.job:
+            placement = replace(placement, job=job)
         placed.append(placement)
         if row.state in UNCOUNTED_STATES:
             reservations.append(placement)
@@ -583,7 +638,11 @@ async def read(
         if row.state == "Preempting":
             preempting.add(job.id)
     reservations += await _not_reported(conn, elastic)
-    result.pending = [j for j in (model(r) for r in pending_rows) if j is not None]
+    for row in pending_rows:
+        ref(row)
+        queued = model(row)
+        if queued is not None:
+            result.pending.append(timed(queued, row))
     cache.prune()
     result.snapshot = Snapshot(
         clusters=tuple(fleet),
