@@ -4,9 +4,9 @@ A lease renewal must not share fate with the agent's work: an agent busy reconci
 of assignments (a long stretch of CPU on its event loop, or a slow cluster API it awaits) would
 otherwise renew late, and the hub would declare a healthy cluster lost and requeue its jobs,
 which only adds to the burst. kubelet renews its node lease from a goroutine of its own for the
-same reason. Here the renewals run on an event loop in a daemon thread, with their own HTTP
-session (`HubApi` keeps one per event loop); the interpreter switches threads every few
-milliseconds, so a renewal goes out on time however busy the agent's loop is.
+same reason. Here the renewals run on an event loop in a daemon thread (`LoopThread`), with
+their own HTTP session (`HubApi` keeps one per event loop); the interpreter switches threads
+every few milliseconds, so a renewal goes out on time however busy the agent's loop is.
 
 Losing the lease (no renewal accepted for a whole lease) is handed to the agent's own loop
 (`on_lost`), which stops its exclusive jobs; the thread only renews and keeps time.
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
 import time
 from collections.abc import Callable
 
 from cluster_agents.agent.hub_client import HubApi, HubRejected, HubUnavailable
+from federation.aio import LoopThread, cancel_all
 from federation.wire.agent import LeaseRenewal
 
 log = logging.getLogger(__name__)
@@ -43,9 +43,8 @@ class LeaseRenewer:
         self.lease_s = 8.0
         self.renew_s = 2.0
         self.renewed = time.monotonic()  # when the last renewal the hub accepted was sent
-        self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task[None] | None = None  # the thread's loop's one task
+        self._thread = LoopThread("lease")
+        self._task: asyncio.Task[None] | None = None  # waits on the renewals in the thread
         self._agent_loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -61,34 +60,23 @@ class LeaseRenewer:
     def start(self) -> None:
         """Start renewing (from the agent's event loop)."""
         self._agent_loop = asyncio.get_running_loop()
-        started = threading.Event()
-        self._thread = threading.Thread(
-            target=asyncio.run, args=(self._run(started),), name="lease", daemon=True
-        )
-        self._thread.start()
-        started.wait()
+        self._task = asyncio.create_task(self._thread.call(self._run()))
 
     async def stop(self) -> None:
         """Stop renewing, a renewal in flight included, and wait for the thread to end."""
-        if self._thread is None:
+        if self._task is None:
             return
-        if self._loop is not None and self._task is not None:
-            self._loop.call_soon_threadsafe(self._task.cancel)
-        await asyncio.to_thread(self._thread.join)
-        self._thread = None
+        await cancel_all([self._task])
+        self._task = None
+        await self._thread.stop()
 
-    async def _run(self, started: threading.Event) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task()
-        started.set()
+    async def _run(self) -> None:
         try:
             while True:
                 await self.renew()
                 if self.lost and self._agent_loop is not None:
                     self._agent_loop.call_soon_threadsafe(self.on_lost)
                 await asyncio.sleep(self.renew_s)
-        except asyncio.CancelledError:
-            pass  # stopped
         finally:
             await self.hub.close()  # this loop's session
 
