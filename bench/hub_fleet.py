@@ -221,7 +221,10 @@ async def _study(workdir: Path) -> list[Figure]:
         _, queued_before = await _queued(db)
         since = time.time()
         meter = CpuMeter(
-            api=lambda: [hub.pid], loop=lambda: descendants(hub.pid), postgres=lambda: tree(pg_pid)
+            api=lambda: [hub.pid],
+            loop=lambda: descendants(hub.pid),
+            postgres=lambda: tree(pg_pid),
+            agents=lambda: [a.pid for a in agents],
         )
         sampler = Sampler([hub.pid], LOAD_S) if available() else None
         meter.start()
@@ -259,6 +262,7 @@ async def _study(workdir: Path) -> list[Figure]:
         "load_s": LOAD_S,
         "clients": 64,
         **{f"{k}_cpu_ms_per_submission": round(1000 * v / max(n, 1), 2) for k, v in cpu.items()},
+        **{f"{k}_cores_busy": round(v / LOAD_S, 2) for k, v in cpu.items()},
         "loop_cpu_ms_per_decision": round(1000 * cpu["loop"] / max(decided, 1), 2),
         "cycles_seen": len(gaps) + 1,
         "load_average": os.getloadavg()[0],

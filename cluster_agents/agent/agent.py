@@ -173,6 +173,8 @@ class Agent:
         self._sent: dict[str, NodeInfo] = {}
         self._finished: dict[str, float] = {}  # kept finished pod -> when first seen fenced
         self._tables: dict[tuple[str, RankTableMount], str] = {}  # rank tables as last written
+        # each active job's pods as last rendered, with the assignment and attempts rendered
+        self._rendered: dict[str, tuple[Assignment, dict[tuple[str, int], int], list[PodSpec]]] = {}
         # each service shard's Service as last applied, and its cluster IP
         self._services: dict[str, tuple[ShardService, str]] = {}
         self.metrics_reader = MetricReader(
@@ -439,12 +441,26 @@ class Agent:
             }
             kept.update(name for step in steps.values() for name in step.keep)
             try:
-                for pod in render(assignment, self.config.namespace, self.catalog, attempts):
+                for pod in self._render(job, assignment, attempts):
                     if serving is None or pod.replica in steps[pod.task].current:
                         wanted[pod.name] = pod
             except RenderError as exc:
                 log.error("cannot render job %s: %s", assignment.job, exc)
+        self._rendered = {j: r for j, r in self._rendered.items() if j in self.active}
         return wanted, kept
+
+    def _render(
+        self, job: str, assignment: Assignment, attempts: dict[tuple[str, int], int]
+    ) -> list[PodSpec]:
+        """`render`'s pods of an assignment, rendered again only when the assignment (a new
+        revision replaces the object) or its replicas' attempts changed: every reconcile asks
+        for the pods of every active assignment."""
+        cached = self._rendered.get(job)
+        if cached is not None and cached[0] is assignment and cached[1] == attempts:
+            return cached[2]
+        pods = render(assignment, self.config.namespace, self.catalog, attempts)
+        self._rendered[job] = (assignment, attempts, pods)
+        return pods
 
     async def reconcile(self) -> None:
         """Create missing pods, delete fenced ones, and report what changed."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cluster_agents.agent.backend import (
@@ -74,6 +74,13 @@ class _Node:
     used_mem: int = 0
     used_pods: int = 0
     ip: str = ""  # its address, given when it is added
+    # its NodeInfo as last built, with the state it was built from (`_Node.state`)
+    info: tuple[tuple[object, ...], NodeInfo] | None = None
+
+    @property
+    def state(self) -> tuple[object, ...]:
+        """What its NodeInfo is built from and may change."""
+        return (self.ready, self.used_cpu, self.used_mem, self.used_pods, self.devices)
 
 
 @dataclass(frozen=True)
@@ -103,6 +110,17 @@ class _Pod:
     leaving: float | None = None  # deleted: removed at this time (after SIGTERM, in its grace)
 
 
+def _shape(spec: PodSpec) -> tuple[object, ...]:
+    """What decides whether a pod fits a node here: pods of one shape fit the same nodes."""
+    return (
+        spec.cpu_milli,
+        spec.memory_mib,
+        spec.annotations.get(ann.DEVICE_REQUEST),
+        spec.annotations.get(ann.FLAVOR),
+        spec.avoid_nodes,
+    )
+
+
 @dataclass
 class SimulatedCluster:
     """A simulated member cluster (implements `ClusterBackend`)."""
@@ -129,6 +147,11 @@ class SimulatedCluster:
         self.services: dict[tuple[str, str], ShardService] = {}  # (namespace, name) -> Service
         self.readings: dict[tuple[str, int], Reading] = {}  # (node, device) -> forced reading
         self._task: asyncio.Task[None] | None = None
+        # kube-scheduler's unschedulable queue: a pod that found no node is tried again only
+        # once capacity was freed or added (`_capacity` grows), not at every tick; `_misfit`
+        # holds, per pod shape, the capacity count at which that shape last found no node
+        self._capacity = 0
+        self._misfit: dict[tuple[object, ...], int] = {}
         for spec in self.specs:
             self.add_node(spec)
 
@@ -324,7 +347,10 @@ class SimulatedCluster:
         d = found.devices
         load, down = marks[d.model]
         load = (load + (None,) * d.size)[: d.size]
-        found.devices = replace(d, load=load, healthy=tuple(i not in down for i in range(d.size)))
+        healthy = tuple(i not in down for i in range(d.size))
+        if any(now and not before for now, before in zip(healthy, d.healthy, strict=True)):
+            self._capacity += 1  # a device back in service
+        found.devices = replace(d, load=load, healthy=healthy)
         self.changed.set()
 
     # --- fault injection and fleet changes -----------------------------------------------
@@ -357,6 +383,7 @@ class SimulatedCluster:
             ip=f"10.0.{self._added // 250}.{self._added % 250 + 1}",
         )
         self._added += 1
+        self._capacity += 1
         self.changed.set()
 
     def remove_node(self, name: str) -> None:
@@ -393,7 +420,13 @@ class SimulatedCluster:
             key=lambda p: (-p.spec.priority, p.created, p.spec.name),
         )
         for pod in pending:
-            changed |= self._bind(pod, now)
+            shape = _shape(pod.spec)
+            if self._misfit.get(shape) == self._capacity:
+                continue  # nothing freed since a pod of this shape found no node
+            if self._bind(pod, now):
+                changed = True
+            else:
+                self._misfit[shape] = self._capacity
         for pod in self._pods.values():
             if pod.phase != "Running":
                 continue
@@ -426,7 +459,7 @@ class SimulatedCluster:
         cpu, mem = pod.spec.cpu_milli, pod.spec.memory_mib
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
-        for node in self._nodes.values():
+        for node in self._candidates(wanted):
             if any(x.excludes(node.spec.labels) for x in pod.spec.avoid_nodes):
                 continue
             if (
@@ -441,11 +474,14 @@ class SimulatedCluster:
                 flavor, request = wanted
                 if node.devices is None or node.devices.model != flavor:
                     continue
+                free = sum(u == 0 for u in node.devices.used_milli)
+                if best is not None and (free - request.count, node.spec.name) > best[:2]:
+                    continue  # cannot fit tighter than the best so far: spare the fit
                 result = fit(node.devices, request)
                 if result.code is not FitCode.OK:
                     continue
                 devices = result.devices
-                free_after = sum(u == 0 for u in node.devices.used_milli) - len(devices)
+                free_after = free - len(devices)
             else:
                 free_after = 10_000 if node.devices is None else 10_000 + node.devices.size
             candidate = (free_after, node.spec.name, devices)
@@ -471,10 +507,21 @@ class SimulatedCluster:
         )
         return True
 
+    def _candidates(self, wanted: tuple[str, DeviceRequest] | None) -> Iterable[_Node]:
+        """The nodes a pod may bind to: those of its device model, or all."""
+        if wanted is None:
+            return self._nodes.values()
+        return (
+            n
+            for n in self._nodes.values()
+            if n.devices is not None and n.devices.model == wanted[0]
+        )
+
     def _free(self, pod: _Pod) -> None:
         node = self._nodes.get(pod.node)
         if node is None or pod.phase not in ("Pending", "Running") or not pod.node:
             return
+        self._capacity += 1
         node.used_cpu -= pod.spec.cpu_milli
         node.used_mem -= pod.spec.memory_mib
         node.used_pods -= 1
@@ -482,8 +529,13 @@ class SimulatedCluster:
             node.devices = release(node.devices, pod.request, pod.devices)
 
     def _node_info(self, node: _Node) -> NodeInfo:
+        """The node as the agent sees it, built again only when it changed (as the Kubernetes
+        backend's cache does): the agent reads every node at each telemetry and inventory pass."""
+        state = node.state
+        if node.info is not None and node.info[0] == state:
+            return node.info[1]
         devices = device_infos(node.devices) if node.devices is not None else []
-        return NodeInfo(
+        info = NodeInfo(
             name=node.spec.name,
             labels=dict(node.spec.labels),
             taints=[] if node.ready else [Taint(key="node.kubernetes.io/unreachable")],
@@ -496,3 +548,5 @@ class SimulatedCluster:
             used_pods=node.used_pods,
             devices=devices,
         )
+        node.info = (state, info)
+        return info

@@ -4,11 +4,13 @@ nodes exactly as their node exclusions say."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import replace
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec
-from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
+from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster, _Node
 from federation.podtemplate import PodTemplate
+from federation.scheduling.devices import DeviceRequest
 from federation.wire import annotations as ann
 from tests.unit.backends.k8s_objects import CATALOG
 
@@ -89,3 +91,31 @@ async def test_a_deleted_pod_stops_within_its_grace_period() -> None:
         clock[0] = now
         sim._step()
         assert {p.name for p in sim.pods()} == left
+
+
+async def test_a_pod_without_room_binds_once_room_is_freed_and_is_not_retried_before() -> None:
+    """The simulated scheduler keeps pods that found no node aside until capacity is freed
+    (kube-scheduler's unschedulable queue): the tick does not scan the nodes for them again,
+    and they bind at the first tick after a pod leaves or a node is added."""
+    sim = SimulatedCluster(CATALOG, [SimNodeSpec("cpu-0", {}, {"cpu": "2", "memory": "4Gi"})])
+    await sim.create_pods([_pod("a", ()), _pod("b", ()), _pod("c", ()), _pod("d", ())])
+    assert {p.name: p.node for p in sim.pods()} == {"a": "cpu-0", "b": "cpu-0", "c": "", "d": ""}
+    scans = 0
+    candidates = sim._candidates
+
+    def counted(wanted: tuple[str, DeviceRequest] | None) -> Iterable[_Node]:
+        nonlocal scans
+        scans += 1
+        return candidates(wanted)
+
+    sim._candidates = counted  # type: ignore[method-assign]
+    for _ in range(5):
+        sim._step()
+    assert scans == 0  # c and d are one shape that found no node, and nothing was freed
+    await sim.delete_pods(["a"], 0)
+    sim._step()
+    assert {p.name: p.node for p in sim.pods()} == {"b": "cpu-0", "c": "cpu-0", "d": ""}
+    assert scans == 2  # c bound; d found no node and waits again
+    sim.add_node(SimNodeSpec("cpu-1", {}, {"cpu": "2", "memory": "4Gi"}))
+    sim._step()
+    assert {p.name: p.node for p in sim.pods()}["d"] == "cpu-1"
