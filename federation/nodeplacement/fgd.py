@@ -22,6 +22,13 @@ with coarse keys only (a fine key would spread pods and lose the packing):
   next pod. Then a CPU-only pod takes first the CPU of nodes without free device capacity
   (which no device pod can use), then the pool order, which packs CPU like first-fit.
 
+- a share looks ahead (`lookahead`): FGD's growth, before the integer score is taken, counts
+  also how the share changes the expected idle capacity of its device's free piece after the
+  next shares of the target workload (those that accept the node's model), and a node's devices
+  tie on that too. So a share leaves a piece that a common size fills (0.47 next to 0.53) rather
+  than a sliver only rare sizes fit (0.19 next to 0.81). Not when the workload is CPU-short:
+  then whether a piece fills depends on the node's CPU, and the lookahead lost to FGD there.
+
 All of it is deterministic.
 
 Scores are cached per task shape and node; a node is re-scored only when its `version` changed.
@@ -35,6 +42,7 @@ import numpy as np
 
 from federation.nodeplacement.base import NodeScores, Scorer, masked
 from federation.nodeplacement.fragmentation import FragModel, FragTracker
+from federation.nodeplacement.lookahead import waste_by_model
 from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
 from federation.nodeplacement.workload import TargetWorkload, task_type
 
@@ -88,6 +96,7 @@ class _FragScorer:
     model: FragModel
     tracker: FragTracker = field(init=False)
     cache: dict[_Key, _Entry] = field(default_factory=dict)
+    waste: FloatArray | None = None  # `lookahead.waste_by_model`: share lookahead if given
 
     def __post_init__(self) -> None:
         self.tracker = FragTracker(self.pool, self.model)
@@ -114,9 +123,13 @@ class _FragScorer:
             after = _after_states(pool, rows, req, t.cpu_milli)
             frag = self.model.frag(after.cpu_free, after.free, pool.model_id[after.node])
             growth = np.round(frag - before[after.node], 6)
+            piece = np.zeros(growth.size)
+            if self.waste is not None and dev is not None and dev.is_share:
+                piece = self.piece_change(after, dev.milli)
+                growth = growth + piece
             growth = -np.floor(MAX_SCORE / (1.0 + np.exp(growth / 1000.0)))
-            # keep, per node, the best score (first device on ties)
-            order = np.lexsort((after.device, growth, after.node))
+            # keep, per node, the best score (then the least piece waste, then first device)
+            order = np.lexsort((after.device, piece, growth, after.node))
             first = np.ones(order.size, dtype=np.bool_)
             first[1:] = after.node[order][1:] != after.node[order][:-1]
             best = order[first]
@@ -124,6 +137,14 @@ class _FragScorer:
             entry.device[after.node[best]] = after.device[best]
             entry.seen[rows] = pool.version[rows]
         return entry.growth, entry.device
+
+    def piece_change(self, after: _AfterStates, milli: int) -> FloatArray:
+        """Per row: how much the share changes the expected waste of its device's piece."""
+        assert self.waste is not None
+        model = self.pool.model_id[after.node] + 1
+        left = after.free[np.arange(after.node.size), after.device]
+        change: FloatArray = self.waste[model, left] - self.waste[model, left + milli]
+        return change
 
 
 @dataclass
@@ -228,9 +249,11 @@ class SuanpanPolicy:
     def bind(self, pool: Pool, rng: np.random.Generator) -> Scorer:
         """A scorer with its own fragmentation cache for `pool`."""
         model = FragModel(self.workload, pool.model_names)
+        short = cpu_short(model, pool)
+        waste = None if short else waste_by_model(self.workload, pool.model_names)
         return _SuanpanScorer(
-            _FragScorer(pool, model),
+            _FragScorer(pool, model, waste=waste),
             model_pressure(self.workload, pool),
             cpu_per_device(model, pool),
-            cpu_short(model, pool),
+            short,
         )
