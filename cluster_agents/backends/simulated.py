@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cluster_agents.agent.backend import (
@@ -459,7 +459,7 @@ class SimulatedCluster:
         cpu, mem = pod.spec.cpu_milli, pod.spec.memory_mib
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
-        for node in self._candidates(wanted):
+        for node in self._nodes.values():
             if any(x.excludes(node.spec.labels) for x in pod.spec.avoid_nodes):
                 continue
             if (
@@ -506,16 +506,6 @@ class SimulatedCluster:
             "",
         )
         return True
-
-    def _candidates(self, wanted: tuple[str, DeviceRequest] | None) -> Iterable[_Node]:
-        """The nodes a pod may bind to: those of its device model, or all."""
-        if wanted is None:
-            return self._nodes.values()
-        return (
-            n
-            for n in self._nodes.values()
-            if n.devices is not None and n.devices.model == wanted[0]
-        )
 
     def _free(self, pod: _Pod) -> None:
         node = self._nodes.get(pod.node)

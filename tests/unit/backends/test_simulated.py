@@ -4,13 +4,11 @@ nodes exactly as their node exclusions say."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
 from dataclasses import replace
 
 from cluster_agents.agent.backend import NodeExclusion, PodSpec
-from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster, _Node
+from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster, _Pod
 from federation.podtemplate import PodTemplate
-from federation.scheduling.devices import DeviceRequest
 from federation.wire import annotations as ann
 from tests.unit.backends.k8s_objects import CATALOG
 
@@ -101,14 +99,14 @@ async def test_a_pod_without_room_binds_once_room_is_freed_and_is_not_retried_be
     await sim.create_pods([_pod("a", ()), _pod("b", ()), _pod("c", ()), _pod("d", ())])
     assert {p.name: p.node for p in sim.pods()} == {"a": "cpu-0", "b": "cpu-0", "c": "", "d": ""}
     scans = 0
-    candidates = sim._candidates
+    bind = sim._bind
 
-    def counted(wanted: tuple[str, DeviceRequest] | None) -> Iterable[_Node]:
+    def counted(pod: _Pod, now: float) -> bool:
         nonlocal scans
         scans += 1
-        return candidates(wanted)
+        return bind(pod, now)
 
-    sim._candidates = counted  # type: ignore[method-assign]
+    sim._bind = counted  # type: ignore[method-assign]
     for _ in range(5):
         sim._step()
     assert scans == 0  # c and d are one shape that found no node, and nothing was freed
