@@ -94,6 +94,10 @@ class AgentConfig:
     poll_wait_s: float = 10.0
     grace_seconds: int = 30
     debounce_s: float = 0.1
+    # under steady churn at most this share of the agent's time goes to reconciling: after a
+    # reconcile of d seconds the next waits d x (1 / share - 1) at least (a work queue's rate
+    # limit: changes that arrive meanwhile are taken together)
+    reconcile_share: float = 0.25
     backoff_max_s: float = 30.0
     keep_finished_s: float = 3600.0  # finished pods outlive their placement this long (logs)
     telemetry_interval_s: float = 10.0  # device exporters are read this often
@@ -385,6 +389,7 @@ class Agent:
 
     async def _cluster_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
+            start = time.perf_counter()
             try:
                 await self.reconcile()
                 await self._send_delta()
@@ -392,9 +397,12 @@ class Agent:
                 raise
             except Exception as exc:  # the cluster's API failed: try again at the next change
                 log.warning("reconciliation failed (%s); retrying", exc)
-            await self._wait_for_change()
+            took = time.perf_counter() - start
+            await self._wait_for_change(took * (1 / self.config.reconcile_share - 1))
 
-    async def _wait_for_change(self) -> None:
+    async def _wait_for_change(self, rest_s: float) -> None:
+        """Until the cluster or the assignments change, then `debounce_s` (or `rest_s`, when
+        longer) for the changes that come with it."""
         changed = asyncio.create_task(self.backend.changed.wait())
         woken = asyncio.create_task(self._wake.wait())
         try:
@@ -404,7 +412,7 @@ class Agent:
             woken.cancel()
         self.backend.changed.clear()
         self._wake.clear()
-        await asyncio.sleep(self.config.debounce_s)
+        await asyncio.sleep(max(self.config.debounce_s, rest_s))
 
     def _wanted(self, pods: list[PodStatus]) -> tuple[dict[str, PodSpec], set[str]]:
         """The pods of the active assignments, each replica at the attempt it should run: the

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
+import itertools
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -76,6 +78,8 @@ class _Node:
     ip: str = ""  # its address, given when it is added
     # its NodeInfo as last built, with the state it was built from (`_Node.state`)
     info: tuple[tuple[object, ...], NodeInfo] | None = None
+    # its device readings as last made, with the devices and forced readings they came from
+    telemetry: tuple[tuple[object, ...], list[DeviceTelemetry]] | None = None
 
     @property
     def state(self) -> tuple[object, ...]:
@@ -108,6 +112,27 @@ class _Pod:
     ip: str = ""  # its address, given when it is created
     exit_code: int | None = None  # once its container ended
     leaving: float | None = None  # deleted: removed at this time (after SIGTERM, in its grace)
+
+
+def _readings(node: str, d: NodeDevices, forced: tuple[Reading, ...]) -> list[DeviceTelemetry]:
+    """A node's devices as its exporter reads them."""
+    found = []
+    for i, reading in enumerate(forced):
+        own = min(100.0, d.used_milli[i] / 10 * ACTIVITY)
+        utilization = own if reading.utilization is None else reading.utilization
+        found.append(
+            DeviceTelemetry(
+                node=node,
+                flavor=d.model,
+                index=i,
+                utilization=round(utilization, 1),
+                memory_used_mib=d.used_memory_mib[i],
+                memory_total_mib=d.memory_mib[i],
+                temperature_c=round(32 + 0.45 * utilization, 1),
+                fault=reading.fault,
+            )
+        )
+    return found
 
 
 def _shape(spec: PodSpec) -> tuple[object, ...]:
@@ -152,6 +177,16 @@ class SimulatedCluster:
         # holds, per pod shape, the capacity count at which that shape last found no node
         self._capacity = 0
         self._misfit: dict[tuple[object, ...], int] = {}
+        # what a tick looks at, so that it costs what changed, not every pod: the pods waiting
+        # for a node, the nodes of each device model (None: without devices), and the times
+        # at which running pods end and deleted pods go (heaps of (time, seq, pod))
+        self._waiting: dict[str, _Pod] = {}
+        self._arrived = 0  # pods that ever started waiting
+        self._tried = (-1, -1)  # (`_capacity`, `_arrived`) when the waiting pods were last tried
+        self._by_model: dict[str | None, dict[str, _Node]] = {}
+        self._ending: list[tuple[float, int, _Pod]] = []
+        self._leaving: list[tuple[float, int, _Pod]] = []
+        self._seq = itertools.count()
         for spec in self.specs:
             self.add_node(spec)
 
@@ -256,7 +291,9 @@ class SimulatedCluster:
                 self._created += 1
                 n = self._created
                 ip = f"127.{64 + (self.pod_block + n // 65536) % 64}.{n // 256 % 256}.{n % 256}"
-                self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated, ip=ip)
+                pod = self._pods[spec.name] = _Pod(spec, self.now(), gated=spec.gated, ip=ip)
+                if not pod.gated:
+                    self._wait(pod)
             if spec.rank_table is not None:
                 key = (spec.namespace, spec.rank_table.config_map)
                 self.rank_tables.setdefault(key, INITIALIZING)
@@ -266,8 +303,11 @@ class SimulatedCluster:
         """Let gated pods be scheduled."""
         self._reach()
         for name in names:
-            if name in self._pods:
-                self._pods[name].gated = False
+            pod = self._pods.get(name)
+            if pod is not None and pod.gated:
+                pod.gated = False
+                if pod.phase == "Pending" and not pod.node and pod.leaving is None:
+                    self._wait(pod)
         self._step()
 
     async def write_rank_table(self, namespace: str, mount: RankTableMount, content: str) -> None:
@@ -294,48 +334,43 @@ class SimulatedCluster:
                 continue
             stop_s = float(pod.spec.annotations.get(ann.STOP_SECONDS, 0))
             pod.leaving = now + min(stop_s, grace_seconds) if pod.phase == "Running" else now
+            self._waiting.pop(name, None)
+            heapq.heappush(self._leaving, (pod.leaving, next(self._seq), pod))
         staying = {(p.spec.job, p.spec.epoch) for p in self._pods.values() if p.leaving is None}
         self.services = {k: s for k, s in self.services.items() if (s.job, s.epoch) in staying}
         self._remove_left(now)
 
     def _remove_left(self, now: float) -> None:
         """Remove the deleted pods whose time has come."""
-        for name in [
-            n for n, p in self._pods.items() if p.leaving is not None and p.leaving <= now
-        ]:
-            self._free(self._pods.pop(name))
-        mounted = {
-            (p.spec.namespace, p.spec.rank_table.config_map)
-            for p in self._pods.values()
-            if p.spec.rank_table is not None
-        }
-        self.rank_tables = {k: v for k, v in self.rank_tables.items() if k in mounted}
+        removed = False
+        while self._leaving and self._leaving[0][0] <= now:
+            _, _, pod = heapq.heappop(self._leaving)
+            if self._pods.get(pod.spec.name) is pod:
+                self._free(self._pods.pop(pod.spec.name))
+                removed = True
+        if removed:
+            mounted = {
+                (p.spec.namespace, p.spec.rank_table.config_map)
+                for p in self._pods.values()
+                if p.spec.rank_table is not None
+            }
+            self.rank_tables = {k: v for k, v in self.rank_tables.items() if k in mounted}
         self.changed.set()
 
     async def telemetry(self) -> list[DeviceTelemetry]:
         """Each ready node's devices as an exporter would read them: busy as their pods'
-        shares make them (`ACTIVITY`), memory as allocated, unless `readings` says otherwise."""
+        shares make them (`ACTIVITY`), memory as allocated, unless `readings` says otherwise
+        (a node's readings are made again only when its devices or forced readings changed)."""
         found = []
         for node in self._nodes.values():
             d = node.devices
             if d is None or not node.ready:
                 continue
-            for i in range(d.size):
-                forced = self.readings.get((node.spec.name, i), Reading())
-                own = min(100.0, d.used_milli[i] / 10 * ACTIVITY)
-                utilization = own if forced.utilization is None else forced.utilization
-                found.append(
-                    DeviceTelemetry(
-                        node=node.spec.name,
-                        flavor=d.model,
-                        index=i,
-                        utilization=round(utilization, 1),
-                        memory_used_mib=d.used_memory_mib[i],
-                        memory_total_mib=d.memory_mib[i],
-                        temperature_c=round(32 + 0.45 * utilization, 1),
-                        fault=forced.fault,
-                    )
-                )
+            name = node.spec.name
+            forced = tuple(self.readings.get((name, i), Reading()) for i in range(d.size))
+            if node.telemetry is None or node.telemetry[0] != (d, forced):
+                node.telemetry = ((d, forced), _readings(name, d, forced))
+            found.extend(node.telemetry[1])
         return found
 
     async def mark_devices(self, node: str, marks: NodeMarks) -> None:
@@ -374,7 +409,7 @@ class SimulatedCluster:
                 topology=r.topology,
                 sharing=r.model.sharing,
             )
-        self._nodes[spec.name] = _Node(
+        node = self._nodes[spec.name] = _Node(
             spec,
             cpu_milli(spec.capacity.get("cpu", "0")),
             memory_mib(spec.capacity.get("memory", "0")),
@@ -382,6 +417,7 @@ class SimulatedCluster:
             devices,
             ip=f"10.0.{self._added // 250}.{self._added % 250 + 1}",
         )
+        self._by_model.setdefault(devices.model if devices else None, {})[spec.name] = node
         self._added += 1
         self._capacity += 1
         self.changed.set()
@@ -389,7 +425,8 @@ class SimulatedCluster:
     def remove_node(self, name: str) -> None:
         """Remove a node; its pods are lost."""
         self.fail_node(name)
-        del self._nodes[name]
+        node = self._nodes.pop(name)
+        del self._by_model[node.devices.model if node.devices else None][name]
         self.changed.set()
 
     def fail_node(self, name: str) -> None:
@@ -412,38 +449,43 @@ class SimulatedCluster:
 
     def _step(self) -> None:
         now = self.now()
-        changed = any(p.leaving is not None and p.leaving <= now for p in self._pods.values())
+        changed = bool(self._leaving) and self._leaving[0][0] <= now
         if changed:
             self._remove_left(now)
-        pending = sorted(
-            (p for p in self._pods.values() if p.phase == "Pending" and not p.node and not p.gated),
-            key=lambda p: (-p.spec.priority, p.created, p.spec.name),
-        )
-        for pod in pending:
-            shape = _shape(pod.spec)
-            if self._misfit.get(shape) == self._capacity:
-                continue  # nothing freed since a pod of this shape found no node
-            if self._bind(pod, now):
-                changed = True
-            else:
-                self._misfit[shape] = self._capacity
-        for pod in self._pods.values():
-            if pod.phase != "Running":
-                continue
+        if (self._capacity, self._arrived) != self._tried:  # room freed or pods arrived
+            self._tried = (self._capacity, self._arrived)
+            waiting = sorted(
+                self._waiting.values(), key=lambda p: (-p.spec.priority, p.created, p.spec.name)
+            )
+            for pod in waiting:
+                shape = _shape(pod.spec)
+                if self._misfit.get(shape) == self._capacity:
+                    continue  # nothing freed since a pod of this shape found no node
+                if self._bind(pod, now):
+                    changed = True
+                else:
+                    self._misfit[shape] = self._capacity
+            self._tried = (self._capacity, self._arrived)
+        while self._ending and self._ending[0][0] <= now:
+            _, _, pod = heapq.heappop(self._ending)
+            if self._pods.get(pod.spec.name) is not pod or pod.phase != "Running":
+                continue  # gone, or lost with its node
+            self._free(pod)
             fail = pod.spec.annotations.get(ann.FAIL_REASON)
-            run_s = pod.spec.annotations.get(ann.RUN_SECONDS)
-            if fail and now - pod.started >= float(run_s or 0):
-                self._free(pod)
+            if fail:
                 pod.phase, pod.reason, pod.ended = "Failed", fail, now
                 pod.exit_code = exit_code(fail, pod.spec.annotations.get(ann.EXIT_CODE))
                 pod.message = f"container {pod.spec.container}: {fail} (exit code {pod.exit_code})"
-                changed = True
-            elif not fail and run_s is not None and now - pod.started >= float(run_s):
-                self._free(pod)
+            else:
                 pod.phase, pod.ended, pod.exit_code = "Succeeded", now, 0
-                changed = True
+            changed = True
         if changed:
             self.changed.set()
+
+    def _wait(self, pod: _Pod) -> None:
+        """Queue a pod for the scheduler."""
+        self._waiting[pod.spec.name] = pod
+        self._arrived += 1
 
     def _request(self, spec: PodSpec) -> tuple[str, DeviceRequest] | None:
         raw = spec.annotations.get(ann.DEVICE_REQUEST)
@@ -459,7 +501,8 @@ class SimulatedCluster:
         cpu, mem = pod.spec.cpu_milli, pod.spec.memory_mib
         wanted = self._request(pod.spec)
         best: tuple[int, str, tuple[int, ...]] | None = None
-        for node in self._nodes.values():
+        nodes = self._nodes if wanted is None else self._by_model.get(wanted[0], {})
+        for node in nodes.values():
             if any(x.excludes(node.spec.labels) for x in pod.spec.avoid_nodes):
                 continue
             if (
@@ -505,6 +548,10 @@ class SimulatedCluster:
             now,
             "",
         )
+        del self._waiting[pod.spec.name]
+        run_s = pod.spec.annotations.get(ann.RUN_SECONDS)
+        if pod.spec.annotations.get(ann.FAIL_REASON) or run_s is not None:
+            heapq.heappush(self._ending, (now + float(run_s or 0), next(self._seq), pod))
         return True
 
     def _free(self, pod: _Pod) -> None:

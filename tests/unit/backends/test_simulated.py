@@ -117,3 +117,66 @@ async def test_a_pod_without_room_binds_once_room_is_freed_and_is_not_retried_be
     sim.add_node(SimNodeSpec("cpu-1", {}, {"cpu": "2", "memory": "4Gi"}))
     sim._step()
     assert {p.name: p.node for p in sim.pods()}["d"] == "cpu-1"
+
+
+async def test_running_pods_end_at_their_time_and_a_lost_one_does_not_end_again() -> None:
+    """A pod that runs 10 s succeeds at 10 s, one told to fail after 5 s fails then with its
+    reason, and a pod lost with its node stays Failed (NodeLost) when its time comes."""
+    clock = [0.0]
+    sim = SimulatedCluster(
+        CATALOG,
+        [
+            SimNodeSpec("a-node", {}, {"cpu": "2", "memory": "16Gi"}),
+            SimNodeSpec("b-node", {}, {"cpu": "2", "memory": "16Gi"}),
+        ],
+        clock=lambda: clock[0],
+    )
+    runs = {ann.RUN_SECONDS: "10"}
+    fails = {ann.RUN_SECONDS: "5", ann.FAIL_REASON: "OOMKilled"}
+    await sim.create_pods(
+        [
+            replace(_pod("done", ()), annotations=runs),
+            replace(_pod("oom", ()), annotations=fails),
+            replace(_pod("lost", ()), annotations=runs, cpu_milli=2000),
+        ]
+    )
+    assert {p.name: p.node for p in sim.pods()} == {
+        "done": "a-node",
+        "oom": "a-node",
+        "lost": "b-node",
+    }
+    sim.fail_node("b-node")
+    for now, seen in (
+        (4.9, {"done": ("Running", ""), "oom": ("Running", "")}),
+        (5.0, {"done": ("Running", ""), "oom": ("Failed", "OOMKilled")}),
+        (10.0, {"done": ("Succeeded", ""), "oom": ("Failed", "OOMKilled")}),
+    ):
+        clock[0] = now
+        sim._step()
+        assert {p.name: (p.phase, p.reason) for p in sim.pods()} == {
+            **seen,
+            "lost": ("Failed", "NodeLost"),
+        }
+
+
+async def test_a_device_pod_only_looks_at_nodes_of_its_model_and_a_removed_node_is_gone() -> None:
+    """Pods asking for a device model bind to a node of that model; once that node is removed
+    the pod asking for it waits, and binds again when a node of the model is added."""
+    gpu = {"nvidia.com/gpu": "8", "cpu": "64", "memory": "256Gi"}
+    sim = SimulatedCluster(
+        CATALOG,
+        [
+            SimNodeSpec("cpu-0", {}, {"cpu": "64", "memory": "256Gi"}),
+            SimNodeSpec("gpu-0", GPU_LABELS, gpu),
+        ],
+    )
+    model = next(n.devices[0].flavor for n in sim.nodes() if n.devices)
+    wants = {ann.DEVICE_REQUEST: '{"count": 2}', ann.FLAVOR: model}
+    await sim.create_pods([replace(_pod("a", ()), annotations=wants)])
+    assert {p.name: (p.node, len(p.devices)) for p in sim.pods()} == {"a": ("gpu-0", 2)}
+    sim.remove_node("gpu-0")
+    await sim.create_pods([replace(_pod("b", ()), annotations=wants)])
+    assert {p.name: p.node for p in sim.pods()}["b"] == ""
+    sim.add_node(SimNodeSpec("gpu-1", GPU_LABELS, gpu))
+    sim._step()
+    assert {p.name: p.node for p in sim.pods()}["b"] == "gpu-1"
