@@ -16,7 +16,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,7 +93,15 @@ async def wait_ready(url: str, seconds: float = 90.0) -> None:
     raise RuntimeError("hub did not become ready")
 
 
-async def _load(url: str, token: str, clients: int, duration: float) -> tuple[int, list[float]]:
+async def _load(
+    url: str,
+    token: str,
+    clients: int,
+    duration: float,
+    make: Callable[[int], dict[str, Any]] = manifest,
+) -> tuple[int, list[float]]:
+    """`clients` concurrent submitters of `make(i)` for `duration` seconds: how many were
+    accepted, and each one's latency."""
     latencies: list[float] = []
     counter = 0
     deadline = time.perf_counter() + duration
@@ -106,7 +114,7 @@ async def _load(url: str, token: str, clients: int, duration: float) -> tuple[in
             while time.perf_counter() < deadline:
                 counter += 1
                 start = time.perf_counter()
-                async with session.post(url + "/v1/jobs", json=manifest(counter)) as resp:
+                async with session.post(url + "/v1/jobs", json=make(counter)) as resp:
                     await resp.read()
                     if resp.status != 201:
                         raise RuntimeError(f"submit failed: {resp.status}")

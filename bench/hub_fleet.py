@@ -6,13 +6,14 @@ embedded PostgreSQL, and 10 agents (`python -m deploy.sim_agent`) over simulated
 process only drives the API and reads the database:
 
 1. burst: 10,000 jobs submitted through `POST /v1/job-batches` as fast as the API takes them;
-   the time from the first submission until every one is placed (they all fit);
-2. under load: 10,000 more jobs queued, then 64 clients submit single jobs for 30 s (several
-   cycles: a window shorter than one cycle reads 0 decisions); the API's rate and latency with
-   that backlog, and the placement decisions the loop writes meanwhile;
+   the time from the first submission until every one is placed (they all fit); they run
+   `BURST_RUN_S` and succeed, so that the fleet has room again during the load;
+2. under load: 10,000 more jobs queued, then 64 clients submit single jobs of the same mix
+   for 30 s (several cycles: a window shorter than one cycle reads 0 decisions); the API's
+   rate and latency with that backlog, and the placement decisions the loop writes meanwhile;
+   these jobs run `RUN_S`, so the loop has work and the fleet room throughout: decisions per
+   second measure the loop, not how soon the fleet is full or the backlog drained;
    cycle times are the gaps between the loop's placement transactions (one `now()` each).
-
-Hub memory (API and loop processes) and the database's size are reported after both.
 """
 
 from __future__ import annotations
@@ -44,11 +45,14 @@ from federation.store import migrate
 from federation.store.database import Database
 from federation.store.embedded import EmbeddedPostgres
 from federation.store.tables import clusters, jobs, nodes, placements
+from federation.wire import annotations as ann
 
 CLUSTERS = 10
 NODES = 1000
 BURST = 10_000
 LOAD_S = 30.0
+BURST_RUN_S = 20  # seconds a burst job runs once placed
+RUN_S = 120  # seconds the jobs queued and submitted under load run
 KINDS = (  # capacity and labels of the simulated nodes, by vendor, with the flavor they give
     ({"nvidia.com/gpu": "8"}, {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"}),
     ({"huawei.com/Ascend910B3": "8"}, {"node.kubernetes.io/npu.chip.name": "910B3"}),
@@ -76,9 +80,13 @@ def _profile(path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
 
 
-def _manifest(rng: random.Random, n: int) -> dict[str, Any]:
-    """A job of 1, 2 or 4 whole devices of one or two of the fleet's vendors."""
-    return random_manifest(rng, n, FLAVORS, (1, 2, 4), shares=0.0)
+def _manifest(rng: random.Random, n: int, run_s: int) -> dict[str, Any]:
+    """A job of 1, 2 or 4 whole devices of one or two of the fleet's vendors that runs
+    `run_s` seconds on the simulated clusters, then succeeds."""
+    found = random_manifest(rng, n, FLAVORS, (1, 2, 4), shares=0.0)
+    for task in found["spec"]["tasks"]:
+        task["annotations"] = {ann.RUN_SECONDS: str(run_s)}
+    return found
 
 
 async def _queued(db: Database) -> tuple[int, int]:
@@ -91,7 +99,7 @@ async def _queued(db: Database) -> tuple[int, int]:
     return int(total or 0), int(queued or 0)
 
 
-async def _submit_batches(url: str, token: str, rng: random.Random, start: int) -> int:
+async def _submit_batches(url: str, token: str, rng: random.Random, start: int, run_s: int) -> int:
     """BURST jobs in batches of 1,000, two requests at a time; how many were accepted."""
     headers = {"Authorization": f"Bearer {token}"}
     accepted = 0
@@ -101,7 +109,7 @@ async def _submit_batches(url: str, token: str, rng: random.Random, start: int) 
         items = [
             {
                 "idempotencyKey": f"fleet-{n}",
-                "manifest": random_manifest(rng, n, FLAVORS, (1, 2, 4), shares=0),
+                "manifest": _manifest(rng, n, run_s),
             }
             for n in range(first, first + 1000)
         ]
@@ -205,7 +213,7 @@ async def _study(workdir: Path) -> list[Figure]:
         rng = random.Random(19)
 
         began = time.perf_counter()
-        accepted = await _submit_batches(url, member, rng, 0)
+        accepted = await _submit_batches(url, member, rng, 0, BURST_RUN_S)
         submitted_s = time.perf_counter() - began
 
         async def burst_placed() -> bool:
@@ -217,7 +225,7 @@ async def _study(workdir: Path) -> list[Figure]:
             f"burst: {accepted} jobs accepted in {submitted_s:.1f} s, all placed in {burst_s:.1f} s"
         )
 
-        await _submit_batches(url, member, rng, BURST)
+        await _submit_batches(url, member, rng, BURST, RUN_S)
         _, queued_before = await _queued(db)
         since = time.time()
         meter = CpuMeter(
@@ -230,7 +238,9 @@ async def _study(workdir: Path) -> list[Figure]:
         meter.start()
         if sampler is not None:
             await sampler.start()
-        n, lat = await _load(url, member, 64, LOAD_S)
+        n, lat = await _load(
+            url, member, 64, LOAD_S, lambda i: _manifest(rng, 2 * BURST + i, RUN_S)
+        )
         cpu = meter.stop()
         if sampler is not None:  # where the API's CPU goes while agents report and jobs queue
             title = "Where the API's CPU goes with 10 agents reporting and 10,000 jobs queued"
