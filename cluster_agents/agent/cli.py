@@ -30,6 +30,14 @@ from federation.tls_client import client_context
 log = logging.getLogger("suanpan.agent")
 
 
+def _share(text: str) -> float:
+    """A fraction in (0, 1]."""
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not in (0, 1]")
+    return value
+
+
 def _labels(pairs: Sequence[str]) -> dict[str, str]:
     return dict(p.split("=", 1) for p in pairs)
 
@@ -164,6 +172,7 @@ async def _main(args: argparse.Namespace, make_backend: BackendFactory) -> None:
             keep_finished_s=args.keep_finished,
             telemetry_interval_s=args.telemetry_interval,
             metric_interval_s=args.metric_interval,
+            reconcile_share=args.reconcile_share,
         ),
         make_backend(args, catalog, registry),
         catalog,
@@ -266,6 +275,14 @@ def parser(prog: str = "suanpan-agent") -> argparse.ArgumentParser:
         default=5.0,
         metavar="SECONDS",
         help="read the scaling metric of autoscaled services' ready pods this often (default 5)",
+    )
+    p.add_argument(
+        "--reconcile-share",
+        type=_share,
+        default=0.25,
+        metavar="FRACTION",
+        help="under steady churn, at most this share of the agent's time goes to reconciling:"
+        " a reconcile of d seconds is followed by d x (1/FRACTION - 1) at least (default 0.25)",
     )
     p.add_argument("--kubeconfig", help="kubeconfig (default: in-cluster configuration)")
     p.add_argument(

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from cluster_agents.agent.agent import Agent, AgentConfig
+from cluster_agents.agent.cli import parser as agent_parser
 from cluster_agents.backends.simulated import SimNodeSpec, SimulatedCluster
 from tests.unit.backends.k8s_objects import CATALOG
 
@@ -38,3 +41,12 @@ async def test_a_slow_reconcile_under_churn_is_followed_by_rest() -> None:
     paced, unpaced = await asyncio.gather(_reconciles(0.25, 2.0), _reconciles(1.0, 2.0))
     assert paced <= 3  # 0.2 s of work, then 0.6 s of rest
     assert unpaced >= 4  # 0.2 s of work, then the 0.1 s debounce only
+
+
+def test_the_reconcile_share_is_a_fraction_of_the_agents_time() -> None:
+    """`--reconcile-share` takes (0, 1]; anything else is refused, never coerced."""
+    args = agent_parser().parse_args(["--hub=http://h", "--cluster=c", "--reconcile-share=0.5"])
+    assert args.reconcile_share == 0.5
+    for bad in ("0", "-0.1", "1.5", "half"):
+        with pytest.raises(SystemExit):
+            agent_parser().parse_args(["--hub=http://h", "--cluster=c", f"--reconcile-share={bad}"])
