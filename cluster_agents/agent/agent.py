@@ -615,8 +615,9 @@ class Agent:
                     )
                 )
         if self.caught_up:
+            with_pods = {j for j, _ in by_placement}
             for job, epoch in self.released.items():
-                if job not in self.active and not any(j == job for j, _ in by_placement):
+                if job not in self.active and job not in with_pods:
                     updates.append(StatusUpdate(job=job, epoch=epoch, state="Evicted"))
         fresh = [u for u in updates if self._reported.get((str(u.job), u.epoch)) != _said(u)]
         if not fresh:

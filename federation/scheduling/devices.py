@@ -12,7 +12,7 @@ its compute share; memory is rounded up to `memory_unit_mib`.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from federation.catalog.types import SharingRule, TopologyRule
@@ -69,6 +69,8 @@ class NodeDevices:
     sharing: SharingRule
     shares: tuple[int, ...] = ()
     load: tuple[float | None, ...] = ()
+    # healthy, entirely unused devices: counted once, the usage never changes
+    free: int = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.memory_mib)
@@ -79,6 +81,14 @@ class NodeDevices:
         lengths = {len(self.used_milli), len(self.used_memory_mib), len(self.healthy)}
         if lengths != {n} or len(self.shares) != n or len(self.load) != n:
             raise ValueError(f"{self.model}: per-device tuples must all have {n} entries")
+        free = sum(
+            1
+            for ok, milli, memory in zip(
+                self.healthy, self.used_milli, self.used_memory_mib, strict=True
+            )
+            if ok and milli == 0 and memory == 0
+        )
+        object.__setattr__(self, "free", free)
 
     @property
     def size(self) -> int:
@@ -100,7 +110,24 @@ class NodeDevices:
 
     def free_count(self) -> int:
         """Number of healthy, entirely unused devices."""
-        return sum(1 for i in range(self.size) if self.is_free(i))
+        return self.free
+
+    def used(
+        self, milli: tuple[int, ...], memory_mib: tuple[int, ...], shares: tuple[int, ...]
+    ) -> NodeDevices:
+        """The same devices with this usage (`replace` without its field-by-field lookups:
+        every placement and release makes one)."""
+        return NodeDevices(
+            self.model,
+            self.memory_mib,
+            milli,
+            memory_mib,
+            self.healthy,
+            self.topology,
+            self.sharing,
+            shares,
+            self.load,
+        )
 
     def emptied(self, *, heal: bool = False) -> NodeDevices:
         """The same node with nothing placed on it (and every device healthy if `heal`)."""
@@ -202,9 +229,7 @@ def allocate(node: NodeDevices, req: DeviceRequest, devices: tuple[int, ...]) ->
                 raise DeviceConflict(f"{node.model}: device {i} is not free")
             used[i] = WHOLE
             memory[i] = node.memory_mib[i]
-    return replace(
-        node, used_milli=tuple(used), used_memory_mib=tuple(memory), shares=tuple(shares)
-    )
+    return node.used(tuple(used), tuple(memory), tuple(shares))
 
 
 def release(node: NodeDevices, req: DeviceRequest, devices: tuple[int, ...]) -> NodeDevices:
@@ -226,9 +251,7 @@ def release(node: NodeDevices, req: DeviceRequest, devices: tuple[int, ...]) -> 
                 raise DeviceConflict(f"{node.model}: device {i} is not taken whole")
             used[i] = 0
             memory[i] = 0
-    return replace(
-        node, used_milli=tuple(used), used_memory_mib=tuple(memory), shares=tuple(shares)
-    )
+    return node.used(tuple(used), tuple(memory), tuple(shares))
 
 
 # --- whole devices ---------------------------------------------------------------------------
