@@ -26,6 +26,11 @@ DECISIONS = Counter(
 PENDING = Gauge(
     "suanpan_scheduler_pending_jobs", "Jobs waiting at the last cycle", registry=LOOP_REGISTRY
 )
+PARKED = Gauge(
+    "suanpan_scheduler_parked_jobs",
+    "Waiting jobs the next cycle skips until something they could use appears",
+    registry=LOOP_REGISTRY,
+)
 LEADER = Gauge(
     "suanpan_scheduler_leader",
     "1 while this hub replica leads the controllers",

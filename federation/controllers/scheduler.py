@@ -24,6 +24,7 @@ from federation.controllers.services import Reconciled, ServiceController
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
+from federation.scheduling.parking import Parked
 from federation.store import history
 from federation.store.database import DATABASE_DOWN, Database
 from federation.store.listener import JOBS, Listener
@@ -42,6 +43,7 @@ class CycleReport:
     core_s: float = 0.0  # phase 2: the pure core
     write_s: float = 0.0  # phase 4: the decisions
     cpu_s: float = 0.0  # CPU time of this process (all its threads) during the cycle
+    parked: int = 0  # waiting jobs the next cycle skips until something they could use appears
 
 
 class SchedulerLoop:
@@ -63,6 +65,7 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
+        self._parked: Parked | None = None  # what the last written cycle parked
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
         self.services = ServiceController(self.config.services)
         self._services_at = -float("inf")  # monotonic time the service controller last ran
@@ -82,14 +85,16 @@ class SchedulerLoop:
         read_done = time.perf_counter()
         held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
+        parked, self._parked = self._parked, None  # kept only once this cycle is written
         result = await asyncio.to_thread(
-            schedule, snap, read.pending, now=now, config=self.config.core
+            schedule, snap, read.pending, now=now, config=self.config.core, parked=parked
         )
         core_done = time.perf_counter()
         async with self.db.transaction() as conn:
             await self.leadership.fence(conn)
             written = await writer.write(conn, read, result)
         write_done = time.perf_counter()
+        self._parked = result.parked
         for placed in result.placed:
             self._held.pop(placed.placement.job.id, None)
         for preempted in result.preempted:
@@ -103,9 +108,11 @@ class SchedulerLoop:
             core_done - read_done,
             write_done - core_done,
             time.process_time() - cpu_start,
+            len(result.parked.jobs) if result.parked is not None else 0,
         )
         metrics.CYCLE_SECONDS.observe(report.seconds)
         metrics.PENDING.set(len(result.pending))
+        metrics.PARKED.set(report.parked)
         for kind in ("placed", "preempted", "rejected"):
             metrics.DECISIONS.labels(kind).inc(getattr(written, kind))
         _observe(written.placements, now=time.time())

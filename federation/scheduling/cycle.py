@@ -9,7 +9,8 @@ holds it, so later jobs see the capacity taken). A job that fits nowhere is reje
 cluster answers unresolvable, may preempt when preemption is enabled, or stays pending with
 the reason of each cluster (elastic jobs above their ceiling are scaled in first, elastic
 jobs grow last: `elastic.py`); a large gang that stays pending may get a reservation that later
-jobs backfill around (`backfill.py`).
+jobs backfill around (`backfill.py`). Jobs the last cycle parked are not tried again while
+nothing they could use appeared (`parking.py`): they stay pending with their last reasons.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from federation.scheduling.flavors import FlavorAssigner, Verdict, assignments
 from federation.scheduling.framework import Candidate, JobContext, Registry, SchedulerConfig
 from federation.scheduling.model import COMPUTE, CPU, MEMORY, Job, Placement, Snapshot
 from federation.scheduling.ordering import PendingOrder
+from federation.scheduling.parking import Parked, park
 from federation.scheduling.plugins import DEFAULT_REGISTRY
 from federation.scheduling.preemption import find_preemption
 from federation.scheduling.state import ClusterState, State
@@ -47,14 +49,16 @@ def schedule(
     now: float,
     config: SchedulerConfig = DEFAULT_CONFIG,
     registry: Registry = DEFAULT_REGISTRY,
+    parked: Parked | None = None,
 ) -> CycleResult:
     """Decide, for every pending job, place / preempt / leave pending / reject, with reasons.
 
     `now` (seconds, injected) feeds priority aging (`config.priority_aging_s`) and the
     expected ends of running jobs (reservations, `backfill.py`); the core reads no clock. The
-    snapshot is never modified.
+    snapshot is never modified. `parked`: the last cycle's `CycleResult.parked`, whose jobs
+    are not tried again while nothing they could use appeared (the same decisions, sooner).
     """
-    return _Cycle(snapshot, config, registry, now).run(pending)
+    return _Cycle(snapshot, config, registry, now).run(pending, parked)
 
 
 class _Cycle:
@@ -73,8 +77,11 @@ class _Cycle:
         self.rejected: list[Rejected] = []
         self.backfill = Backfill(self.state, config, now, self.preempted)
         self.reserved: list[Reserved] = []
+        self.changes = 0  # placements, preemptions and reservations made so far
+        # per priority, the queues placed at it in this cycle and whether an elastic job was
+        self.placed_at: dict[int, tuple[set[str], bool]] = {}
 
-    def run(self, jobs: Sequence[Job]) -> CycleResult:
+    def run(self, jobs: Sequence[Job], parked: Parked | None) -> CycleResult:
         ledger = self.state.quota
         order = PendingOrder(
             jobs,
@@ -82,10 +89,23 @@ class _Cycle:
             priority=self._aged_priority,
         )
         scaled_in = scale_in(self.state)
+        skippable = parked.skippable(self.state, self.config) if parked is not None else {}
+        turns: dict[str, int] = {}  # pending job -> changes made by its turn, if it may park
         for job in order:
-            self._decide(job)
+            kept = skippable.get(job.id)
+            if kept is not None and kept.job == job:
+                self.pending.append(Pending(job, kept.reasons))  # nothing it could use came
+            else:
+                self._decide(job)
+            if self._no_victims_placed(job):
+                turns[job.id] = self.changes
         shrunk = frozenset(r.before.job.id for p in self.preempted for r in p.shrunk)
         grown = grow(self.state, self.config, self.fits, self._waited_for(), shrunk)
+        final = self.changes + len(grown)
+        settled = [p for p in self.pending if turns.get(p.job.id) == final]
+        if not final:  # parked jobs outside this cycle's window stay parked in a calm cycle
+            ids = {job.id for job in jobs}
+            settled += [p for job_id, p in skippable.items() if job_id not in ids]
         return CycleResult(
             tuple(self.placed),
             tuple(self.preempted),
@@ -94,6 +114,7 @@ class _Cycle:
             tuple(self.reserved),
             tuple(grown),
             tuple(scaled_in),
+            park(self.state, self.config, settled),
         )
 
     def _waited_for(self) -> Callable[[Placement], bool]:
@@ -156,6 +177,7 @@ class _Cycle:
         if preemption is None or preemption.verdict.assignment is None:
             self._wait(ctx, reasons, helpable)
             return
+        self.changes += 1
         for victim in preemption.victims:
             state.mark_preempting(victim.job.id)
         estimate = preemption.verdict.estimate
@@ -215,6 +237,7 @@ class _Cycle:
                 status.code, f"{status.reason}; {reserved.reason}", status.plugin
             )
             self.reserved.append(reserved)
+            self.changes += 1
         elif self.backfill.notes:
             reasons = self.backfill.annotate(reasons)
         self.pending.append(Pending(ctx.job, reasons))
@@ -239,6 +262,22 @@ class _Cycle:
         )
         self.state.place(placement)
         self.placed.append(Placed(placement, ranks[best]))
+        self.changes += 1
+        job = ctx.job
+        queues, elastic = self.placed_at.get(job.priority, (set(), False))
+        queues.add(job.queue)
+        self.placed_at[job.priority] = (queues, elastic or job.elastic)
+
+    def _no_victims_placed(self, job: Job) -> bool:
+        """Whether nothing placed so far in this cycle could be a victim of `job` in the next
+        (this cycle's placements are no victims in it): every one of higher priority, or of
+        its priority in its own queue and not elastic (reclaim and shrinking aside)."""
+        for priority, (queues, elastic) in self.placed_at.items():
+            if priority < job.priority or (
+                priority == job.priority and (elastic or queues - {job.queue})
+            ):
+                return False
+        return True
 
     def _invalid(self, job: Job) -> str:
         if job.queue not in self.state.quota.queues:

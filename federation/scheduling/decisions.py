@@ -4,10 +4,14 @@ reservations of some), rejected."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from federation.scheduling.model import Job, Placement
 from federation.scheduling.status import Code, Status
+
+if TYPE_CHECKING:
+    from federation.scheduling.parking import Parked
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,8 @@ class CycleResult:
     reserved: tuple[Reserved, ...] = ()  # of jobs in `pending`
     grown: tuple[Resized, ...] = ()  # elastic jobs grown into capacity nothing waits for
     scaled_in: tuple[Resized, ...] = ()  # elastic jobs shrunk to their ceiling, first of all
+    # jobs left parked for the next cycle (`parking.py`): pass it to the next `schedule`
+    parked: Parked | None = field(default=None, compare=False, repr=False)
 
     @property
     def resized(self) -> tuple[Resized, ...]:

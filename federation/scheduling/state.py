@@ -216,7 +216,8 @@ class ClusterState:
         """Whether `cluster` differs from this state's cluster in node usage at most."""
         old = self.cluster.nodes
         return len(old) == len(cluster.nodes) and all(
-            a is b or _static(a) == _static(b) for a, b in zip(old, cluster.nodes, strict=True)
+            a is b or static_facts(a) == static_facts(b)
+            for a, b in zip(old, cluster.nodes, strict=True)
         )
 
     def follow(self, cluster: Cluster) -> None:
@@ -322,7 +323,7 @@ class ClusterState:
         )
 
 
-def _static(node: Node) -> tuple[Hashable, ...]:
+def static_facts(node: Node) -> tuple[Hashable, ...]:
     """What a node is, apart from its usage."""
     return (
         node.name,

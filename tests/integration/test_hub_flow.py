@@ -189,6 +189,30 @@ async def test_a_waiting_job_is_explained_per_cluster(hub: Hub) -> None:
     assert all(c["code"] == "unschedulable" and c["reason"] for c in why["clusters"])
 
 
+async def test_a_full_fleets_queue_is_parked_until_a_job_ends(hub: Hub) -> None:
+    """A job behind a full fleet is parked: the next cycle skips it (its explain unchanged) and
+    the one after the running job succeeded places it."""
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1")])
+    _, first = await hub.call("POST", "/v1/jobs", user, json=_job("first", replicas=1, count=8))
+    _, waits = await hub.call("POST", "/v1/jobs", user, json=_job("waits", replicas=1, count=4))
+    loop = await _loop(hub)
+    placed = await loop.cycle()
+    assert (placed.written.placed, placed.parked) == (1, 1)
+    _, before = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
+    again = await loop.cycle()
+    assert (again.pending, again.written.placed, again.parked) == (1, 0, 1)
+    _, after = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
+    assert (
+        after["clusters"] == before["clusters"] and after["clusters"][0]["code"] == "unschedulable"
+    )
+    await _status(hub, agent, first, "Succeeded")
+    freed = await loop.cycle()
+    assert (freed.written.placed, freed.parked) == (1, 0)
+    _, waits = await hub.call("GET", f"/v1/jobs/{waits['id']}", user)
+    assert waits["state"] == "Placed"
+
+
 async def test_a_job_no_cluster_could_ever_run_is_refused_at_submission(hub: Hub) -> None:
     user = await hub.tenant_with_queue("acme")
     await _agent(hub, "east", [_node("n1")])

@@ -1,0 +1,180 @@
+"""Parked jobs: what a cycle found no room for is not tried again until something it could
+use appears (kube-scheduler's unschedulable queue, with the whole fleet as the event).
+
+A cycle parks a pending job when nothing changed after its turn: no placement, preemption,
+reservation or growth came later in that cycle, so the cycle's final state is the one the job
+failed against. It also records that final state: every node's free room (CPU, memory, pods
+and each device's use and health), the placements (what could be a victim, and what the quota
+ledger charges) and the fleet's cluster facts.
+
+The next cycle skips a parked job (it stays pending with the reasons of its last try) only
+when, after the state is built and elastic jobs are scaled in, that same job is pending
+again, nothing any node could offer grew (each node's room is at most what it was, its static
+facts the same), the placements are the same ones (same replicas, priority, preemptibility,
+queue: so is the quota usage), and so are the queues, the clusters and the configuration.
+Under those conditions trying it again gives the same answer: fit is monotone in room, quota
+and victim search the same for the same placements. A job that may earn
+a reservation, holds capacity (a preemptor) or whose priority ages is never parked. A parked
+job that a cycle does not see (the hub reads a rotating window of a long queue) stays parked
+only if that cycle changed nothing at all. A change of any of these facts makes the next
+cycle try every parked job again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+
+from federation.scheduling.decisions import Pending
+from federation.scheduling.devices import WHOLE, NodeDevices
+from federation.scheduling.flavors import assignments
+from federation.scheduling.framework import SchedulerConfig
+from federation.scheduling.model import Job, Placement, Queue
+from federation.scheduling.state import ClusterState, NodeState, State, static_facts
+
+# a node's room: its static facts, then CPU, memory and pods free, then its devices by model
+NodeRoom = tuple[Hashable, int, int, int, Mapping[str, NodeDevices]]
+
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """Jobs a cycle parked, with the state they failed against (see the module doc)."""
+
+    jobs: Mapping[str, Pending]
+    config: SchedulerConfig
+    queues: tuple[Queue, ...]
+    clusters: tuple[Hashable, ...]  # each cluster's facts apart from its nodes, in order
+    rooms: Mapping[str, tuple[NodeRoom, ...]]  # per cluster, per node
+    placements: frozenset[Hashable]
+    preempting: frozenset[str]  # placements being evicted: no victims
+
+    def skippable(self, state: State, config: SchedulerConfig) -> Mapping[str, Pending]:
+        """The parked jobs that need not be tried in a cycle starting from `state` (nothing
+        they could use appeared since they were tried)."""
+        if (
+            not self.jobs
+            or config != self.config
+            or tuple(state.quota.queues.values()) != self.queues
+            or _clusters(state) != self.clusters
+            or _placements(state.placements.values()) != self.placements
+            or frozenset(state.preempting) != self.preempting
+        ):
+            return {}
+        for cluster in state.clusters.values():
+            was = self.rooms[cluster.name]
+            if len(was) != len(cluster.nodes) or not all(
+                _no_more(n, before) for n, before in zip(cluster.nodes, was, strict=True)
+            ):
+                return {}
+        return self.jobs
+
+
+def park(state: State, config: SchedulerConfig, settled: Iterable[Pending]) -> Parked | None:
+    """What a cycle leaves parked: of the `settled` pending jobs (nothing changed after their
+    turn), those that may be parked, with the cycle's final `state`."""
+    if config.priority_aging_s > 0:  # a waiting job's priority grows: it may preempt later
+        return None
+    jobs = {
+        p.job.id: p
+        for p in settled
+        if p.job.id not in state.held and not _may_reserve(p.job, config)
+    }
+    if not jobs:
+        return None
+    return Parked(
+        jobs=jobs,
+        config=config,
+        queues=tuple(state.quota.queues.values()),
+        clusters=_clusters(state),
+        rooms={c.name: tuple(_room(n) for n in c.nodes) for c in state.clusters.values()},
+        placements=_placements(state.placements.values()),
+        preempting=frozenset(state.preempting),
+    )
+
+
+def _may_reserve(job: Job, config: SchedulerConfig) -> bool:
+    """Whether `job` is a gang large enough for a reservation (backfill), whatever it waited."""
+    if not config.backfill or not job.gang:
+        return False
+    first = next(iter(assignments(job, config)), None)
+    if first is None:
+        return False
+    options = [(t, o) for t, o in zip(job.tasks, first, strict=True) if o is not None]
+    if any(o.milli < WHOLE for _, o in options):
+        return False
+    return sum(t.replicas * o.count for t, o in options) >= config.reservation_min_devices
+
+
+def _room(node: NodeState) -> NodeRoom:
+    return (
+        static_facts(node.node),
+        node.cpu_free,
+        node.memory_free,
+        node.pods_free,
+        dict(node.devices),
+    )
+
+
+def _no_more(node: NodeState, before: NodeRoom) -> bool:
+    """Whether `node` offers nothing it did not offer `before` (static facts the same)."""
+    facts, cpu, memory, pods, devices = before
+    if node.cpu_free > cpu or node.memory_free > memory or node.pods_free > pods:
+        return False
+    if node.devices.keys() != devices.keys() or static_facts(node.node) != facts:
+        return False
+    return all(_no_more_devices(d, devices[m]) for m, d in node.devices.items())
+
+
+def _no_more_devices(now: NodeDevices, before: NodeDevices) -> bool:
+    """Each device as used and as unhealthy as before at least (its load only orders)."""
+    if now is before:
+        return True
+    return all(
+        (ok <= was_ok and milli >= was_milli and memory >= was_memory and shares >= was_shares)
+        for ok, was_ok, milli, was_milli, memory, was_memory, shares, was_shares in zip(
+            now.healthy,
+            before.healthy,
+            now.used_milli,
+            before.used_milli,
+            now.used_memory_mib,
+            before.used_memory_mib,
+            now.shares,
+            before.shares,
+            strict=True,
+        )
+    )
+
+
+def _clusters(state: State) -> tuple[Hashable, ...]:
+    return tuple(_facts(c) for c in state.clusters.values())
+
+
+def _facts(cluster: ClusterState) -> Hashable:
+    c = cluster.cluster
+    return (
+        c.name,
+        c.region,
+        c.zone,
+        tuple(sorted(c.labels.items())),
+        c.ready,
+        c.cordoned,
+        c.accepted,
+    )
+
+
+def _placements(placements: Iterable[Placement]) -> frozenset[Hashable]:
+    """What the victim search and quota see of each placement (run times aside)."""
+    return frozenset(
+        (
+            p.job.id,
+            p.job.priority,
+            p.job.preemptible,
+            p.job.queue,
+            p.job.tasks,
+            p.cluster,
+            p.flavors,
+            p.replicas,
+            p.epoch,
+        )
+        for p in placements
+    )
