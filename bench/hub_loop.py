@@ -7,6 +7,10 @@ gangs, some shares). `SchedulerLoop.cycle()` then runs until nothing more is pla
 is read (snapshot) -> core -> write-back, timed per phase. No agents run: placed jobs keep
 their reservations, so the fleet fills as a burst would.
 
+Full fleet: 15,000 more 4-device jobs are then queued; once the fleet is full and thousands
+wait, one cycle tries every waiting job (as a loop without parked jobs would) and the next
+ones skip the parked jobs (`federation/scheduling/parking.py`).
+
 Cold start: the placed jobs are then finished and copied up to 100,000 finished jobs, 10,000
 new jobs are queued, and a new loop (empty caches, as after a restart) runs its first cycle.
 """
@@ -19,6 +23,7 @@ import os
 import random
 import statistics
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -40,6 +45,8 @@ NODES = 1000
 PENDING = 10_000
 FLAVORS = ("huawei/Ascend910B3", "nvidia/H100-80GB")
 FINISHED = 100_000
+FULL_EXTRA = 15_000  # 4-device jobs queued once the first ones are placed: the fleet fills
+PARKED_CYCLES = 3
 
 # Bench-only bulk rows (the product writes states through federation.store.lifecycle).
 _FINISH_AND_COPY = sa.text(
@@ -106,7 +113,6 @@ def random_manifest(
 
 
 async def _fill(db: Database) -> None:
-    catalog = load_catalog()
     async with db.transaction() as conn:
         for c in range(CLUSTERS):
             cluster_id = await registration.accept(conn, f"c{c}", create=True)
@@ -117,12 +123,22 @@ async def _fill(db: Database) -> None:
                 InventoryReport(generation=1, full=True, nodes=[_node(c, i) for i in range(NODES)]),
             )
         tenant = await tenancy.create_tenant(conn, "bench")
-        queue = await tenancy.create_queue(conn, tenant, "q", cohort=None, weight=1, quota={})
+        await tenancy.create_queue(conn, tenant, "q", cohort=None, weight=1, quota={})
     rng = random.Random(7)
-    for start in range(0, PENDING, 1000):
+    await _queue(db, (random_manifest(rng, n) for n in range(PENDING)))
+
+
+async def _queue(db: Database, manifests: Iterable[dict[str, Any]]) -> None:
+    """Submit `manifests` to tenant `bench`'s queue `q`, 1,000 a transaction."""
+    catalog = load_catalog()
+    async with db.transaction() as conn:
+        tenant = await tenancy.get_tenant(conn, "bench")
+        queue = await tenancy.get_queue(conn, tenant.id, "q")
+    docs = list(manifests)
+    for start in range(0, len(docs), 1000):
         async with db.transaction() as conn:
-            for n in range(start, start + 1000):
-                manifest = JobManifest.model_validate(random_manifest(rng, n))
+            for doc in docs[start : start + 1000]:
+                manifest = JobManifest.model_validate(doc)
                 compiled = compile_job(catalog, manifest)
                 await job_store.submit(
                     conn,
@@ -143,9 +159,33 @@ async def _fill(db: Database) -> None:
                 )
 
 
-async def measure() -> tuple[list[CycleReport], tuple[float, CycleReport]]:
-    """Cycles of the real loop over a filled database, until one places nothing; then the
-    first cycle of a restarted loop over 100,000 finished and 10,000 queued jobs."""
+async def _full_fleet(db: Database, loop: SchedulerLoop) -> tuple[CycleReport, list[CycleReport]]:
+    """Queue `FULL_EXTRA` more 4-device jobs: the fleet fills and thousands wait. Then one cycle
+    that tries every waiting job (nothing parked, as without parking) and `PARKED_CYCLES`
+    cycles that skip the parked ones."""
+    rng = random.Random(11)
+    extra = []
+    for n in range(PENDING, PENDING + FULL_EXTRA):
+        doc = random_manifest(rng, n, counts=(4,), shares=0.0)
+        doc["spec"]["tasks"][0]["replicas"] = 1
+        extra.append(doc)
+    await _queue(db, extra)
+    while (await loop.cycle()).written.placed:
+        pass
+    loop._parked = None  # bench-only: the counterfactual cycle that tries everything
+    trying = await loop.cycle()
+    parked = [await loop.cycle() for _ in range(PARKED_CYCLES)]
+    print("full fleet, trying all:", trying)
+    print("full fleet, parked:", parked[-1])
+    return trying, parked
+
+
+async def measure() -> tuple[
+    list[CycleReport], tuple[float, CycleReport], tuple[CycleReport, list[CycleReport]]
+]:
+    """Cycles of the real loop over a filled database, until one places nothing; the fleet
+    filled with a queue waiting (`_full_fleet`); then the first cycle of a restarted loop over
+    100,000 finished and 10,000 queued jobs."""
     embedded = EmbeddedPostgres()
     url = await embedded.start()
     try:
@@ -163,6 +203,7 @@ async def measure() -> tuple[list[CycleReport], tuple[float, CycleReport]]:
                 reports.append(report)
                 if not report.written.placed:
                     break
+            full = await _full_fleet(db, loop)
             await loop.leadership.release()
             await alive
             async with db.transaction() as conn:
@@ -180,7 +221,7 @@ async def measure() -> tuple[list[CycleReport], tuple[float, CycleReport]]:
             cold = time.perf_counter() - start
             await restarted.leadership.release()
             await alive
-            return reports, (cold, first)
+            return reports, (cold, first), full
         finally:
             await db.close()
     finally:
@@ -191,7 +232,7 @@ def run() -> list[Figure]:
     """Figures of `make bench`."""
     gc.set_threshold(*GC_THRESHOLDS)  # as `suanpan-hub schedule` runs the loop
     start = time.perf_counter()
-    reports, (cold_s, first) = asyncio.run(measure())
+    reports, (cold_s, first), (trying, parked) = asyncio.run(measure())
     elapsed = time.perf_counter() - start
     placed = sum(r.written.placed for r in reports)
     busy = sum(r.seconds for r in reports)
@@ -227,6 +268,24 @@ def run() -> list[Figure]:
             "jobs/CPU-s",
             True,
             params,
+        ),
+        Figure(
+            "hub_cycle_ms_full_fleet_trying_all",
+            trying.seconds * 1000,
+            "ms",
+            False,
+            {"waiting": trying.pending, "cpu_s": round(trying.cpu_s, 2)},
+        ),
+        Figure(
+            "hub_cycle_ms_full_fleet_parked",
+            statistics.median(r.seconds for r in parked) * 1000,
+            "ms",
+            False,
+            {
+                "waiting": parked[-1].pending,
+                "parked": parked[-1].parked,
+                "cpu_s": [round(r.cpu_s, 2) for r in parked],
+            },
         ),
         Figure(
             "hub_cold_start_first_decision_s",

@@ -119,28 +119,39 @@ class _Cycle:
 
     def _waited_for(self) -> Callable[[Placement], bool]:
         """Whether a job of equal or higher priority than an elastic job waits for what it
-        would grow into: capacity on its cluster, or its quota pool anywhere (see `elastic`)."""
+        would grow into: capacity on its cluster, or its quota pool anywhere (see `elastic`).
+        What waits is gathered at the first question (a cycle without elastic jobs asks none)."""
         ledger = self.state.quota
         capacity: dict[str, list[tuple[float, Asks]]] = {}  # cluster -> who capacity stops
         quota: dict[tuple[str, str], list[tuple[float, Asks]]] = {}  # pool -> who it stops
-        for pending in self.pending:
-            job = pending.job
-            for cluster, status in pending.reasons.items():
-                if status.code is not Code.UNSCHEDULABLE or status.plugin in self.cluster_filters:
-                    continue
-                if status.plugin == "quota":
-                    governed = ledger.queues[job.queue].quota.keys() & {CPU, MEMORY, COMPUTE}
-                    wanted = None if governed else asks(job)
-                    quota.setdefault(ledger.pool(job.queue), []).append((job.priority, wanted))
-                else:
-                    capacity.setdefault(cluster, []).append((job.priority, asks(job)))
-        for preempted in self.preempted:
-            preemptor = preempted.preemptor
-            capacity.setdefault(preempted.reservation.cluster, []).append(
-                (preemptor.priority, asks(preemptor))
-            )
+        gathered = False
+
+        def gather() -> None:
+            for pending in self.pending:
+                job = pending.job
+                for cluster, status in pending.reasons.items():
+                    if (
+                        status.code is not Code.UNSCHEDULABLE
+                        or status.plugin in self.cluster_filters
+                    ):
+                        continue
+                    if status.plugin == "quota":
+                        governed = ledger.queues[job.queue].quota.keys() & {CPU, MEMORY, COMPUTE}
+                        wanted = None if governed else asks(job)
+                        quota.setdefault(ledger.pool(job.queue), []).append((job.priority, wanted))
+                    else:
+                        capacity.setdefault(cluster, []).append((job.priority, asks(job)))
+            for preempted in self.preempted:
+                preemptor = preempted.preemptor
+                capacity.setdefault(preempted.reservation.cluster, []).append(
+                    (preemptor.priority, asks(preemptor))
+                )
 
         def waited_for(placement: Placement) -> bool:
+            nonlocal gathered
+            if not gathered:
+                gather()
+                gathered = True
             job, held = placement.job, holds(placement)
             waiting = capacity.get(placement.cluster, []) + quota.get(ledger.pool(job.queue), [])
             return any(job.priority <= p and compete(wanted, held) for p, wanted in waiting)
