@@ -29,11 +29,11 @@ from federation.scheduling.decisions import Pending
 from federation.scheduling.devices import WHOLE, NodeDevices
 from federation.scheduling.flavors import assignments
 from federation.scheduling.framework import SchedulerConfig
-from federation.scheduling.model import Job, Placement, Queue
+from federation.scheduling.model import Job, Node, Placement, Queue
 from federation.scheduling.state import ClusterState, NodeState, State, static_facts
 
-# a node's room: its static facts, then CPU, memory and pods free, then its devices by model
-NodeRoom = tuple[Hashable, int, int, int, Mapping[str, NodeDevices]]
+# a node's room: the node (for its static facts), CPU, memory and pods free, devices by model
+NodeRoom = tuple[Node, int, int, int, Mapping[str, NodeDevices]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +107,7 @@ def _may_reserve(job: Job, config: SchedulerConfig) -> bool:
 
 def _room(node: NodeState) -> NodeRoom:
     return (
-        static_facts(node.node),
+        node.node,
         node.cpu_free,
         node.memory_free,
         node.pods_free,
@@ -117,10 +117,12 @@ def _room(node: NodeState) -> NodeRoom:
 
 def _no_more(node: NodeState, before: NodeRoom) -> bool:
     """Whether `node` offers nothing it did not offer `before` (static facts the same)."""
-    facts, cpu, memory, pods, devices = before
+    was, cpu, memory, pods, devices = before
     if node.cpu_free > cpu or node.memory_free > memory or node.pods_free > pods:
         return False
-    if node.devices.keys() != devices.keys() or static_facts(node.node) != facts:
+    if node.devices.keys() != devices.keys():
+        return False
+    if node.node is not was and static_facts(node.node) != static_facts(was):
         return False
     return all(_no_more_devices(d, devices[m]) for m, d in node.devices.items())
 
@@ -170,7 +172,7 @@ def _placements(placements: Iterable[Placement]) -> frozenset[Hashable]:
             p.job.priority,
             p.job.preemptible,
             p.job.queue,
-            p.job.tasks,
+            tuple((t.cpu_milli, t.memory_mib, t.replicas, t.elastic) for t in p.job.tasks),
             p.cluster,
             p.flavors,
             p.replicas,
