@@ -42,7 +42,7 @@ import numpy as np
 
 from federation.nodeplacement.base import NodeScores, Scorer, masked
 from federation.nodeplacement.fragmentation import FragModel, FragTracker
-from federation.nodeplacement.lookahead import waste_by_model
+from federation.nodeplacement.lookahead import CPU_STEP, waste_by_model
 from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
 from federation.nodeplacement.workload import TargetWorkload, task_type
 
@@ -139,11 +139,17 @@ class _FragScorer:
         return entry.growth, entry.device
 
     def piece_change(self, after: _AfterStates, milli: int) -> FloatArray:
-        """Per row: how much the share changes the expected waste of its device's piece."""
+        """Per row: how much the share changes the expected waste of its device's piece (on
+        the node's free CPU before and after it)."""
         assert self.waste is not None
         model = self.pool.model_id[after.node] + 1
         left = after.free[np.arange(after.node.size), after.device]
-        change: FloatArray = self.waste[model, left] - self.waste[model, left + milli]
+        last = self.waste.shape[1] - 1
+        cpu_before = np.minimum(self.pool.cpu_free[after.node] // CPU_STEP, last)
+        cpu_after = np.minimum(after.cpu_free // CPU_STEP, last)
+        change: FloatArray = (
+            self.waste[model, cpu_after, left] - self.waste[model, cpu_before, left + milli]
+        )
         return change
 
 
@@ -250,7 +256,13 @@ class SuanpanPolicy:
         """A scorer with its own fragmentation cache for `pool`."""
         model = FragModel(self.workload, pool.model_names)
         short = cpu_short(model, pool)
-        waste = None if short else waste_by_model(self.workload, pool.model_names)
+        waste = (
+            None
+            if short
+            else waste_by_model(
+                self.workload, tuple(pool.model_names), int(pool.cpu_cap.max(initial=0))
+            )
+        )
         return _SuanpanScorer(
             _FragScorer(pool, model, waste=waste),
             model_pressure(self.workload, pool),

@@ -3,14 +3,15 @@
 A share placed on a device leaves a piece of free capacity behind. Whether that piece is waste
 depends on the shares that follow: a 0.19 piece next to a 0.81 share stays idle unless one of
 the rare small shares arrives, a 0.53 piece is likely to take a common 0.47 share. FGD's
-fragmentation sees only the next pod. `piece_waste` estimates, for every piece size, the
-capacity still idle after `ARRIVALS` shares drawn from the target workload's share sizes, each
-taking the piece when it fits.
+fragmentation sees only the next pod. `cpu_piece_waste` estimates, for every piece size and
+free CPU of its node, the capacity still idle after `ARRIVALS` shares drawn from the target
+workload's share types, each taking the piece when its size and its CPU fit and using that CPU
+up: a piece on a node whose CPU is (nearly) spent stays idle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
 
 import numpy as np
 
@@ -19,40 +20,51 @@ from federation.nodeplacement.workload import TargetWorkload
 from federation.scheduling.devices import WHOLE
 
 ARRIVALS = 12  # shares looked ahead (16 and 8 did worse on some variants: docs/simulator.md)
+CPU_STEP = 500  # milli-CPU per step of the free-CPU axis of `cpu_piece_waste`
 
 
-def share_sizes(workload: TargetWorkload, model: str | None = None) -> dict[int, float]:
-    """Share size (milli) -> probability among the workload's share types (those that accept
-    `model`, when given)."""
-    weights: dict[int, float] = {}
+def cpu_piece_waste(
+    workload: TargetWorkload, cpu_max: int, model: str | None = None, arrivals: int = ARRIVALS
+) -> FloatArray:
+    """Index [c, r]: expected idle milli of a free piece of r milli on a node with c * CPU_STEP
+    free milli-CPU (c up to `cpu_max`), after `arrivals` shares of the workload's share types
+    (those that accept `model`), each taking the piece when its size and its CPU (rounded up
+    to CPU_STEP) fit, and using up that CPU. A whole free device counts 0."""
+    steps = cpu_max // CPU_STEP + 1
+    types: dict[tuple[int, int], float] = {}
     for t, w in zip(workload.types, workload.weights, strict=True):
         if (
             t.count == 1
             and 0 < t.milli < WHOLE
             and (model is None or not t.models or model in t.models)
         ):
-            weights[t.milli] = weights.get(t.milli, 0.0) + w
-    total = sum(weights.values())
-    return {s: w / total for s, w in sorted(weights.items())}
-
-
-def piece_waste(
-    workload: TargetWorkload, model: str | None = None, arrivals: int = ARRIVALS
-) -> FloatArray:
-    """Index r (0..WHOLE): expected idle milli of a free piece of r milli after `arrivals`
-    shares. A whole free device counts 0: whole-device pods take it."""
-    sizes = share_sizes(workload, model)
-    r = np.arange(WHOLE + 1)
-    waste = r.astype(np.float64)
-    for _ in range(arrivals if sizes else 0):
-        waste = sum(
-            (p * np.where(r >= s, waste[np.maximum(r - s, 0)], waste) for s, p in sizes.items()),
-            np.zeros(WHOLE + 1),
-        )
-    waste[WHOLE] = 0.0
+            key = (t.milli, -(-t.cpu_milli // CPU_STEP))
+            types[key] = types.get(key, 0.0) + w
+    total = sum(types.values())
+    waste = np.tile(np.arange(WHOLE + 1, dtype=np.float64), (steps, 1))
+    for _ in range(arrivals if types else 0):
+        after = np.zeros_like(waste)
+        for (milli, cpu), w in types.items():
+            taken = waste.copy()  # the share does not take the piece, or goes elsewhere
+            if cpu < steps:
+                taken[cpu:, milli:] = waste[: steps - cpu, : WHOLE + 1 - milli]
+            after += w / total * taken
+        waste = after
+    waste[:, WHOLE] = 0.0
     return waste
 
 
-def waste_by_model(workload: TargetWorkload, model_names: Sequence[str]) -> FloatArray:
-    """`piece_waste` per model: row k + 1 for model k (row 0, nodes without devices: any)."""
-    return np.stack([piece_waste(workload)] + [piece_waste(workload, m) for m in model_names])
+@functools.lru_cache(maxsize=8)
+def waste_by_model(
+    workload: TargetWorkload, model_names: tuple[str, ...], cpu_max: int
+) -> FloatArray:
+    """`cpu_piece_waste` per model: [k + 1, c, r] for model k (k + 1 = 0: nodes without
+    devices, any share type). Kept for the last few workloads (a table of a pool with 96-CPU
+    nodes takes about 0.5 s, and the extender binds a policy again as its workload drifts);
+    read-only."""
+    table = np.stack(
+        [cpu_piece_waste(workload, cpu_max)]
+        + [cpu_piece_waste(workload, cpu_max, m) for m in model_names]
+    )
+    table.flags.writeable = False
+    return table
