@@ -165,7 +165,8 @@ def _facts(cluster: ClusterState) -> Hashable:
 
 
 def _placements(placements: Iterable[Placement]) -> frozenset[Hashable]:
-    """What the victim search and quota see of each placement (run times aside)."""
+    """What the victim search and quota see of each placement (run times and the epoch, the
+    agents' fencing token that the hub assigns when it writes a placement, aside)."""
     return frozenset(
         (
             p.job.id,
@@ -176,7 +177,6 @@ def _placements(placements: Iterable[Placement]) -> frozenset[Hashable]:
             p.cluster,
             p.flavors,
             p.replicas,
-            p.epoch,
         )
         for p in placements
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,6 +23,9 @@ from federation.catalog import load_catalog
 from federation.controllers import leader, snapshot
 from federation.controllers.leader import LOCK_KEY, Leadership, LostLeadership
 from federation.controllers.scheduler import SchedulerLoop
+from federation.scheduling import parking
+from federation.scheduling.framework import SchedulerConfig
+from federation.scheduling.state import State
 from federation.store.database import DATABASE_DOWN
 from federation.store.tables import jobs
 from tests.integration.conftest import Hub
@@ -189,9 +193,20 @@ async def test_a_waiting_job_is_explained_per_cluster(hub: Hub) -> None:
     assert all(c["code"] == "unschedulable" and c["reason"] for c in why["clusters"])
 
 
-async def test_a_full_fleets_queue_is_parked_until_a_job_ends(hub: Hub) -> None:
+async def test_a_full_fleets_queue_is_parked_until_a_job_ends(
+    hub: Hub, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A job behind a full fleet is parked: the next cycle skips it (its explain unchanged) and
     the one after the running job succeeded places it."""
+    skipped: list[set[str]] = []  # what each cycle given parked jobs skipped
+    skippable = parking.Parked.skippable
+
+    def spy(self: parking.Parked, state: State, config: SchedulerConfig) -> Mapping[str, Any]:
+        found = skippable(self, state, config)
+        skipped.append(set(found))
+        return found
+
+    monkeypatch.setattr(parking.Parked, "skippable", spy)
     user = await hub.tenant_with_queue("acme")
     agent = await _agent(hub, "east", [_node("n1")])
     _, first = await hub.call("POST", "/v1/jobs", user, json=_job("first", replicas=1, count=8))
@@ -202,6 +217,7 @@ async def test_a_full_fleets_queue_is_parked_until_a_job_ends(hub: Hub) -> None:
     _, before = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
     again = await loop.cycle()
     assert (again.pending, again.written.placed, again.parked) == (1, 0, 1)
+    assert skipped == [{waits["id"]}]
     _, after = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
     assert (
         after["clusters"] == before["clusters"] and after["clusters"][0]["code"] == "unschedulable"
@@ -209,6 +225,7 @@ async def test_a_full_fleets_queue_is_parked_until_a_job_ends(hub: Hub) -> None:
     await _status(hub, agent, first, "Succeeded")
     freed = await loop.cycle()
     assert (freed.written.placed, freed.parked) == (1, 0)
+    assert skipped == [{waits["id"]}, set()]  # room came back: tried again
     _, waits = await hub.call("GET", f"/v1/jobs/{waits['id']}", user)
     assert waits["state"] == "Placed"
 
