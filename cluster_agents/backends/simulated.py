@@ -465,7 +465,6 @@ class SimulatedCluster:
                     changed = True
                 else:
                     self._misfit[shape] = self._capacity
-            self._tried = (self._capacity, self._arrived)
         while self._ending and self._ending[0][0] <= now:
             _, _, pod = heapq.heappop(self._ending)
             if self._pods.get(pod.spec.name) is not pod or pod.phase != "Running":

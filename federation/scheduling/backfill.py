@@ -31,7 +31,7 @@ from federation.scheduling.decisions import Preempted, Reserved
 from federation.scheduling.devices import WHOLE, DeviceRequest
 from federation.scheduling.flavors import FitCheck, Verdict
 from federation.scheduling.framework import JobContext, SchedulerConfig
-from federation.scheduling.model import Job, Placement
+from federation.scheduling.model import Assignment, Job, Placement
 from federation.scheduling.state import ClusterState, NodeState, State, Usage
 from federation.scheduling.status import Code, Status
 
@@ -61,6 +61,15 @@ class _Found:
     verdict: Verdict
     then: dict[int, Free]  # free capacity of the reserved nodes at the start
     relies_on: tuple[str, ...]
+
+
+def large_gang(job: Job, first: Assignment, config: SchedulerConfig) -> bool:
+    """Whether `job`, with its first flavor choice `first`, asks the whole devices a
+    reservation needs (`reservation_min_devices`; shares never earn one)."""
+    options = [(t, o) for t, o in zip(job.tasks, first, strict=True) if o is not None]
+    if any(o.milli < WHOLE for _, o in options):
+        return False
+    return sum(t.replicas * o.count for t, o in options) >= config.reservation_min_devices
 
 
 class Backfill:
@@ -151,15 +160,7 @@ class Backfill:
         wait = config.reservation_min_wait_s
         if wait > 0 and self.now - job.created_at < wait:
             return False
-        options = [
-            (task, option)
-            for task, option in zip(job.tasks, ctx.assignments[0], strict=True)
-            if option is not None
-        ]
-        if any(option.milli < WHOLE for _, option in options):
-            return False
-        devices = sum(task.replicas * option.count for task, option in options)
-        return devices >= config.reservation_min_devices
+        return large_gang(job, ctx.assignments[0], config)
 
     def _earliest(self, ctx: JobContext, cluster: ClusterState, fits: FitCheck) -> _Found | None:
         """When and where the job would fit `cluster` as its running jobs end."""

@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 
+from federation.scheduling.backfill import large_gang
 from federation.scheduling.decisions import Pending
-from federation.scheduling.devices import WHOLE, NodeDevices
+from federation.scheduling.devices import NodeDevices
 from federation.scheduling.flavors import assignments
 from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Job, Node, Placement, Queue
@@ -97,12 +98,7 @@ def _may_reserve(job: Job, config: SchedulerConfig) -> bool:
     if not config.backfill or not job.gang:
         return False
     first = next(iter(assignments(job, config)), None)
-    if first is None:
-        return False
-    options = [(t, o) for t, o in zip(job.tasks, first, strict=True) if o is not None]
-    if any(o.milli < WHOLE for _, o in options):
-        return False
-    return sum(t.replicas * o.count for t, o in options) >= config.reservation_min_devices
+    return first is not None and large_gang(job, first, config)
 
 
 def _room(node: NodeState) -> NodeRoom:
