@@ -3,8 +3,10 @@
 The cluster is 1,000 Ascend 910B3 nodes (750 Atlas 800T A2 with 8 NPUs, 250 Box16 with 16 in
 two rings), about half the NPUs held by bound pods. A seeded stream of pods (1, 2, 4, 8 or 16
 NPUs, or a quarter-NPU share) is scheduled as kube-scheduler would: filter with all 1,000 node
-names (every node passes kube-scheduler's own resource check), prioritize with the survivors,
-then the best node is bound and the pod shows up in the cache as the watch would show it.
+names (every node passes kube-scheduler's own resource check), which keeps the node the pod
+goes to (`--filter-keeps best`, the default), prioritize only if several survive (as under
+`--filter-keeps all`), then that node is bound and the pod shows up in the cache as the watch
+would show it.
 Finished pods leave at the same rate, so the load stays steady. JSON decoding and encoding of
 the bodies is included; the HTTP server is not (see kube_scheduler_throughput for that).
 

@@ -2,16 +2,18 @@
 and at 1,000 nodes.
 
 One local cluster (deploy/local) with kwok nodes of 8 Ascend 910B3 each (200, then 800 more),
-and `suanpan-extender` running against it. For each measurement, 500 pods asking for 1, 2 or
-4 NPUs are created for a scheduler name nobody serves yet; then a kube-scheduler is started
-with deploy/scheduler's generated configuration for that name, with the extender ("with") or
-with the `extenders` entry removed ("without"). The rate is measured between the first and the
-last binding seen on a watch, so pod creation and the scheduler's start-up do not count. The
-two configurations are interleaved (without, with, with, without) on the same nodes, each
-run's pods deleted before the next, and each figure is the mean of its two runs, so that a
-change in the machine's load during the study weighs on both alike; kube-scheduler's client
-limit is raised to 1,000 requests/s in both, so that its default 50/s does not cap the run
-that binds itself.
+and two `suanpan-extender`s running against it: `--filter-keeps best` (the default: filter
+answers the one node the pod goes to, so kube-scheduler neither scores nor asks prioritize) and
+`--filter-keeps all` (every fitting node, scored by kube-scheduler plus prioritize). For each
+measurement, 500 pods asking for 1, 2 or 4 NPUs are created for a scheduler name nobody serves
+yet; then a kube-scheduler is started with deploy/scheduler's generated configuration for that
+name, pointing at one extender, or with the `extenders` entry removed ("without"). The rate is
+measured between the first and the last binding seen on a watch, so pod creation and the
+scheduler's start-up do not count. The three configurations are interleaved (without, best,
+all, all, best, without) on the same nodes, each run's pods deleted before the next, and each
+figure is the mean of its two runs, so that a change in the machine's load during the study
+weighs on all alike; kube-scheduler's client limit is raised to 1,000 requests/s in every run,
+so that its default 50/s does not cap the run that binds itself.
 """
 
 from __future__ import annotations
@@ -28,13 +30,15 @@ from typing import Any
 
 import aiohttp
 
+from bench.procs import cpu_seconds
 from bench.results import Figure, write_figure
 from cluster_agents.extender import scheduler_config
+from cluster_agents.extender.service import FILTER_KEEPS, FILTER_KEEPS_ALL, FILTER_KEEPS_BEST
 from deploy.local.binaries import ensure_binaries
 from deploy.local.clusters import ClusterState, down, unready_nodes, up
 from deploy.local.kube import KubeClient, KubeError, ssl_context, wait_for
 from deploy.local.processes import free_ports
-from federation.catalog import load_catalog
+from federation.catalog import Catalog, load_catalog
 from tests.e2e.test_extender import (
     ExtenderProcess,
     node_manifest,
@@ -44,7 +48,9 @@ from tests.e2e.test_extender import (
 
 NODE_COUNTS = (200, 1000)
 PODS = 500
-ORDER = (False, True, True, False)  # with the extender?
+WITHOUT = "without"  # the extender's entry removed from the configuration
+# the extender with --filter-keeps best (the default) and all, and without it, interleaved
+ORDER = (WITHOUT, FILTER_KEEPS_BEST, FILTER_KEEPS_ALL, FILTER_KEEPS_ALL, FILTER_KEEPS_BEST, WITHOUT)
 SHAPES = (1, 2, 4, 1, 2)
 RESOURCE = "huawei.com/Ascend910B3"
 
@@ -112,9 +118,15 @@ async def _watch_bindings(cs: ClusterState, ns: str, bound: dict[str, float]) ->
 
 
 async def _measure(
-    cs: ClusterState, bin_dir: Path, config: dict[str, Any], name: str, workdir: Path
+    cs: ClusterState,
+    bin_dir: Path,
+    config: dict[str, Any],
+    name: str,
+    workdir: Path,
+    extender: ExtenderProcess | None,
 ) -> dict[str, float]:
-    """Schedule PODS pending pods with a fresh kube-scheduler; the rate of its bindings."""
+    """Schedule PODS pending pods with a fresh kube-scheduler; the rate of its bindings, and the
+    CPU time per pod of kube-scheduler and of the extender while they bound them."""
     async with _client(cs) as kc:
         ns = await _namespace(kc)
         sem = asyncio.Semaphore(16)
@@ -134,6 +146,8 @@ async def _measure(
             "profiles": [{"schedulerName": name}],
             "clientConnection": {"qps": 1000, "burst": 1000},
         }
+        ext_pids = [extender.proc.pid] if extender is not None else []
+        ext_cpu = cpu_seconds(ext_pids)
         scheduler = await asyncio.to_thread(
             start_kube_scheduler, bin_dir, config, cs.kubeconfig, workdir
         )
@@ -143,6 +157,8 @@ async def _measure(
 
         try:
             await wait_for(f"{PODS} pods bound", all_bound, 300, explain=lambda: str(len(bound)))
+            sched_cpu = cpu_seconds([scheduler.pid])
+            ext_cpu = cpu_seconds(ext_pids) - ext_cpu
         finally:
             watch.cancel()
             scheduler.terminate()
@@ -163,7 +179,17 @@ async def _measure(
             return not (await kc.get(f"/api/v1/namespaces/{ns}/pods?limit=1"))["items"]
 
         await wait_for("pods deleted", gone, 300, interval_s=1)
-        return {"pods_per_s": (PODS - 1) / (last - first), "seconds": last - first}
+        result = {
+            "pods_per_s": (PODS - 1) / (last - first),
+            "seconds": last - first,
+            "scheduler_cpu_ms_per_pod": 1000 * sched_cpu / PODS,
+        }
+        if extender is not None:
+            metrics = await extender.metrics()
+            result["extender_cpu_ms_per_pod"] = 1000 * ext_cpu / PODS
+            for verb in ("filter", "prioritize", "bind"):
+                result[f"{verb}_mean_ms"] = _mean_ms(metrics, verb)
+        return result
 
 
 async def _study(node_counts: tuple[int, ...]) -> list[Figure]:
@@ -171,82 +197,104 @@ async def _study(node_counts: tuple[int, ...]) -> list[Figure]:
     port = free_ports(1)[0]
     env = await up(1, extender_url=f"http://127.0.0.1:{port}", bin_dir=bin_dir)
     cs = env.clusters[0]
-    extender = ExtenderProcess.start(cs.kubeconfig, port, env.workdir / "extender.log")
+    catalog = load_catalog()
+    plain = {k: v for k, v in scheduler_config(catalog).items() if k != "extenders"}
     figures: list[Figure] = []
     try:
-        await extender.wait_ready()
-        config = scheduler_config(load_catalog(), url=extender.url)
-        plain = {k: v for k, v in config.items() if k != "extenders"}
         added = 0
         for nodes in node_counts:
             async with _client(cs) as kc:
                 await _add_nodes(kc, cs.name, added, nodes)
             added = nodes
-            runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
-            for i, with_extender in enumerate(ORDER):
-                name = f"bench-{nodes}-{i}-{'with' if with_extender else 'without'}"
-                runs[with_extender].append(
-                    await _measure(
-                        cs,
-                        bin_dir,
-                        config if with_extender else plain,
-                        name,
-                        env.workdir / name,
-                    )
-                )
-            figures += _figures(nodes, runs, await extender.metrics())
+            runs: dict[str, list[dict[str, float]]] = {m: [] for m in (WITHOUT, *FILTER_KEEPS)}
+            for i, mode in enumerate(ORDER):
+                name = f"bench-{nodes}-{i}-{mode}"
+                workdir = env.workdir / name
+                runs[mode].append(await _run(cs, bin_dir, catalog, plain, mode, port, workdir))
+            figures += _figures(nodes, runs)
     finally:
-        extender.stop()
         await down(env.workdir)
     return figures
 
 
-def _figures(
-    nodes: int, runs: dict[bool, list[dict[str, float]]], metrics: dict[str, float]
-) -> list[Figure]:
-    """The pair of rates at `nodes` nodes and their ratio (extender figures: cumulative)."""
+async def _run(
+    cs: ClusterState,
+    bin_dir: Path,
+    catalog: Catalog,
+    plain: dict[str, Any],
+    mode: str,
+    port: int,
+    workdir: Path,
+) -> dict[str, float]:
+    """One measurement in `mode` (its scheduler name: `workdir`'s name); an extender with
+    `--filter-keeps <mode>` lives through it alone, so no idle extender's watch weighs on the
+    machine."""
+    name = workdir.name
+    if mode == WITHOUT:
+        return await _measure(cs, bin_dir, plain, name, workdir, None)
+    await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
+    extender = ExtenderProcess.start(
+        cs.kubeconfig, port, workdir / "extender.log", "suanpan", "--filter-keeps", mode
+    )
+    try:
+        await extender.wait_ready()
+        config = scheduler_config(catalog, url=extender.url)
+        return await _measure(cs, bin_dir, config, name, workdir, extender)
+    finally:
+        extender.stop()
 
-    def mean_ms(verb: str) -> float:
-        total = metrics[f"suanpan_extender_call_seconds_sum{{verb={verb}}}"]
-        return round(
-            1000 * total / metrics[f"suanpan_extender_call_seconds_count{{verb={verb}}}"], 2
-        )
 
+def _mean_ms(metrics: dict[str, float], verb: str) -> float:
+    """An extender's mean call time of `verb` (0 when never called)."""
+    count = metrics.get(f"suanpan_extender_call_seconds_count{{verb={verb}}}", 0.0)
+    total = metrics.get(f"suanpan_extender_call_seconds_sum{{verb={verb}}}", 0.0)
+    return 1000 * total / count if count else 0.0
+
+
+def _figures(nodes: int, runs: dict[str, list[dict[str, float]]]) -> list[Figure]:
+    """The rates at `nodes` nodes without the extender and with it in each filter mode, and
+    their ratios."""
     rate = {mode: statistics.mean(r["pods_per_s"] for r in found) for mode, found in runs.items()}
     params = {
         "nodes": nodes,
         "pods": PODS,
         "npus_per_pod": list(SHAPES),
-        "pods_per_s_each_run": {
-            ("with" if mode else "without"): [round(r["pods_per_s"], 1) for r in found]
+        "each_run": {
+            mode: [{k: round(v, 2) for k, v in r.items()} for r in found]
             for mode, found in runs.items()
         },
-        "extender_mean_ms_so_far": {v: mean_ms(v) for v in ("filter", "prioritize", "bind")},
-        "bind_conflicts_so_far": metrics.get("suanpan_extender_bind_conflicts_total{}", 0.0),
         "client_qps": 1000,
         "load_average_1m": round(os.getloadavg()[0], 2),
         "kubernetes": "v1.36.2",
     }
     print(f"{nodes} nodes: {params}")
+    with_, all_ = rate[FILTER_KEEPS_BEST], rate[FILTER_KEEPS_ALL]
     return [
         Figure(
             f"kube_scheduler_pods_per_s_with_extender_{nodes}_nodes",
-            round(rate[True], 1),
+            round(with_, 1),
             "pods/s",
             True,
             params,
         ),
         Figure(
             f"kube_scheduler_pods_per_s_without_extender_{nodes}_nodes",
-            round(rate[False], 1),
+            round(rate[WITHOUT], 1),
             "pods/s",
             True,
             params,
         ),
         Figure(
             f"kube_scheduler_extender_ratio_{nodes}_nodes",
-            round(rate[True] / rate[False], 3),
+            round(with_ / rate[WITHOUT], 3),
             "with / without",
+            True,
+            params,
+        ),
+        Figure(
+            f"kube_scheduler_extender_ratio_filter_keeps_all_{nodes}_nodes",
+            round(all_ / rate[WITHOUT], 3),
+            "with (--filter-keeps all) / without",
             True,
             params,
         ),

@@ -24,7 +24,7 @@ from cluster_agents.extender.kube import KubePods, keep_synced, reflectors
 from cluster_agents.extender.metrics import Metrics
 from cluster_agents.extender.scoring import POLICIES
 from cluster_agents.extender.server import make_app
-from cluster_agents.extender.service import Extender
+from cluster_agents.extender.service import FILTER_KEEPS, FILTER_KEEPS_BEST, Extender
 from cluster_agents.kube.client import connect
 from cluster_agents.kube.metrics import BackendMetrics
 from federation.catalog import Catalog, load_catalog
@@ -44,6 +44,14 @@ def _arguments(argv: Sequence[str] | None) -> argparse.Namespace:
         help="seconds a gang member's bind waits for the rest of its gang; keep it below "
         "kube-scheduler's extender httpTimeout (30 s in the generated config)",
     )
+    parser.add_argument(
+        "--filter-keeps",
+        choices=FILTER_KEEPS,
+        default=FILTER_KEEPS_BEST,
+        help="best: filter keeps only the node the pod goes to (hub's hint, else the policy's "
+        "best), so kube-scheduler neither scores nor calls prioritize; all: every fitting "
+        "node, scored by kube-scheduler's plugins plus prioritize",
+    )
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument(
         "--print-scheduler-config",
@@ -61,6 +69,7 @@ async def serve(
     port: int,
     policy: str,
     gang_wait_s: float = 20.0,
+    filter_keeps: str = FILTER_KEEPS_BEST,
 ) -> None:
     """Run the extender until SIGTERM or SIGINT."""
     from kubernetes_asyncio import client
@@ -73,12 +82,26 @@ async def serve(
         kube_metrics = BackendMetrics(metrics.registry)
         pods = KubePods(core, kube_metrics)
         watches = reflectors(core, cache, kube_metrics)
-        extender = Extender(cache, pods, policy, metrics, gang_wait_s=gang_wait_s, watches=watches)
+        extender = Extender(
+            cache,
+            pods,
+            policy,
+            metrics,
+            gang_wait_s=gang_wait_s,
+            watches=watches,
+            filter_keeps=filter_keeps,
+        )
         watching = asyncio.create_task(keep_synced(watches))
         runner = web.AppRunner(make_app(extender), access_log=None)
         await runner.setup()
         await web.TCPSite(runner, host, port).start()
-        log.info("suanpan-extender on %s:%d, policy %s", host, port, policy)
+        log.info(
+            "suanpan-extender on %s:%d, policy %s, filter keeps %s",
+            host,
+            port,
+            policy,
+            filter_keeps,
+        )
         stop = asyncio.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             asyncio.get_running_loop().add_signal_handler(signum, stop.set)
@@ -101,5 +124,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not host or not port.isdigit():
         print(f"suanpan-extender: --listen needs HOST:PORT, got {args.listen!r}", file=sys.stderr)
         return 2
-    uvloop.run(serve(catalog, args.kubeconfig, host, int(port), args.policy, args.gang_wait))
+    uvloop.run(
+        serve(
+            catalog,
+            args.kubeconfig,
+            host,
+            int(port),
+            args.policy,
+            args.gang_wait,
+            args.filter_keeps,
+        )
+    )
     return 0

@@ -125,21 +125,41 @@ class Prioritizer:
 
     def scores(self, demand: Demand, names: Iterable[str]) -> dict[str, int]:
         """Score 0..10 per node name; 0 for nodes where the demand does not fit."""
-        self._catch_up()
         names = list(names)
+        result = dict.fromkeys(names, 0)
+        scored = self._scored(demand, names)
+        if scored is not None:
+            fitting, rows, scores = scored
+            scaled = np.rint(normalized(scores)[rows] * MAX_PRIORITY / 100).astype(int).tolist()
+            result.update(zip(fitting, scaled, strict=True))
+        return result
+
+    def best(self, demand: Demand, names: Iterable[str]) -> str | None:
+        """The node of `names` the policy scores highest for `demand`, the first of equals
+        (the simulator's `select` on these nodes, not kube-scheduler's 0..10 rounding); None
+        when it fits none."""
+        scored = self._scored(demand, list(names))
+        if scored is None:
+            return None
+        fitting, rows, scores = scored
+        return fitting[int(np.argmax(scores.values[rows]))]
+
+    def _scored(
+        self, demand: Demand, names: list[str]
+    ) -> tuple[list[str], list[int], NodeScores] | None:
+        """The nodes of `names` where `demand` fits, their pool rows and the policy's scores
+        over the pool (finite on those rows only); None when it fits none."""
+        self._catch_up()
         of_target = self._rows_of(demand.target)
         passed = self.cache.fit_table(demand).passed
         fitting = [n for n in names if n in passed and n in of_target]
-        result = dict.fromkeys(names, 0)
-        if fitting:
-            rows = [of_target[n] for n in fitting]
-            feasible = np.zeros(len(self._pool), dtype=np.bool_)
-            feasible[rows] = True
-            req = self._request(demand)
-            values = normalized(self._scorer_for(req).score(req, feasible))[rows]
-            scaled = np.rint(values * MAX_PRIORITY / 100).astype(int).tolist()
-            result.update(zip(fitting, scaled, strict=True))
-        return result
+        if not fitting:
+            return None
+        rows = [of_target[n] for n in fitting]
+        feasible = np.zeros(len(self._pool), dtype=np.bool_)
+        feasible[rows] = True
+        req = self._request(demand)
+        return fitting, rows, self._scorer_for(req).score(req, feasible)
 
     def _request(self, demand: Demand) -> PodRequest:
         models = self._models.get(demand.target)

@@ -203,7 +203,8 @@ def test_member_every_option(helm_bin: Path, tmp_path: Path) -> None:
     }
     scheduler = objs[("Deployment", "suanpan-member-scheduler")]
     assert scheduler["spec"]["replicas"] == 3
-    assert "--policy=fgd" in _container(scheduler, "extender")["command"]
+    extender = _container(scheduler, "extender")["command"]
+    assert "--policy=fgd" in extender and "--filter-keeps=best" in extender
     monitors = {name for kind, name in objs if kind == "ServiceMonitor"}
     assert monitors == {"suanpan-member-agent", "suanpan-member-scheduler"}
     relabel = objs[("ServiceMonitor", "suanpan-member-agent")]["spec"]["endpoints"][0][
