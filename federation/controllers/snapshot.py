@@ -5,10 +5,9 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import partial
 from types import MappingProxyType
 from typing import Any
 
@@ -18,6 +17,13 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.catalog import Catalog
 from federation.compiled import CompiledJob, JobFacts, core_job, held_replicas
+from federation.controllers.row_stamps import (
+    HELD_STAMPS,
+    JOB_STAMPS,
+    StampedRows,
+    held_from,
+    of_jobs,
+)
 from federation.inventory import DeviceRow, core_node
 from federation.scheduling.model import (
     Cluster,
@@ -31,7 +37,7 @@ from federation.scheduling.model import (
     Snapshot,
     Task,
 )
-from federation.store.lifecycle import HOLDING_STATES, UNCOUNTED_STATES
+from federation.store.lifecycle import UNCOUNTED_STATES
 from federation.store.tables import (
     clusters,
     device_telemetry,
@@ -60,6 +66,19 @@ class JobRef:
     reason: str
     pending_reasons: dict[str, Any]
     revision: int = 0  # of its active placement (0: none)
+
+    @property
+    def key(self) -> str:
+        """The job's id as the core names it."""
+        return str(self.id)
+
+
+def job_ref(row: Any, revision: int = 0) -> JobRef:
+    """What the writer needs of a held job's row (with its placement's `revision`) or a
+    queued one's."""
+    return JobRef(
+        row.id, row.version, row.state, row.epoch, row.reason, row.pending_reasons, revision
+    )
 
 
 @dataclass
@@ -94,39 +113,44 @@ def capped(tasks: tuple[Task, ...], cap: int) -> tuple[Task, ...]:
     )
 
 
-# what a held job's placement, as the core models it, is built from, its run time aside: the
-# compiled form and cap, the placement (epoch, revision, cluster) and the row's facts
-HeldKey = tuple[FormKey, int | None, int, int, str, int, bool, Any, str, str]
+@dataclass(frozen=True, slots=True)
+class QueuedModel:
+    """What a read derives from a queued job's row, run times aside: its `JobRef` and its
+    core job (None: it cannot be modeled, for the reason `invalid` gives), given the clusters
+    where its gang failed to start (`avoided`)."""
+
+    ref: JobRef
+    avoided: frozenset[str]
+    job: Job | None
+    invalid: str | None
 
 
-def held_key(row: Any, cluster: str) -> HeldKey:
-    """The `HeldKey` of a held job row (joined with its active placement) on `cluster`."""
-    return (
-        form_key(row),
-        row.replica_cap,
-        row.epoch,
-        row.revision,
-        cluster,
-        row.priority,
-        row.preemptible,
-        row.queued_at,
-        row.tenant,
-        row.queue,
-    )
+@dataclass(frozen=True, slots=True)
+class HeldModel:
+    """What a read derives from a held job's row, run times aside: its `JobRef`, the cluster
+    it holds (by name) and its placement as the core models it (None: it cannot be modeled,
+    for the reason `invalid` gives)."""
+
+    ref: JobRef
+    cluster: str
+    placement: Placement | None
+    invalid: str | None
 
 
 class CompiledCache:
     """What never changes for a compiled form (its decoded job and core tasks, by `FormKey`;
-    a shard's tasks under each cap), for a placement (job id, epoch, revision: its flavors,
-    replicas and counts) and for a held job's modeled placement (by `HeldKey`, run times
-    aside), decoded or built once; forgotten once no read sees it."""
+    a shard's tasks under each cap) and for a placement (job id, epoch, revision: its
+    flavors, replicas and counts), decoded once and forgotten once no read sees it; and the
+    rows of held and of queued jobs with what was derived from them (`held_rows`,
+    `queued_rows`: kept while unchanged, see `row_stamps`)."""
 
     def __init__(self) -> None:
         self._jobs: dict[FormKey, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
         self._capped: dict[tuple[FormKey, int], tuple[Task, ...]] = {}
         self._placements: dict[tuple[uuid.UUID, int, int], dict[str, Any]] = {}
-        self._held: dict[HeldKey, Placement] = {}
         self._seen: set[uuid.UUID] = set()
+        self.held_rows: StampedRows[HeldModel] = StampedRows()
+        self.queued_rows: StampedRows[QueuedModel] = StampedRows()
         self.rotation = 0  # where the pending window continues next cycle
 
     async def load(
@@ -204,15 +228,9 @@ class CompiledCache:
             ),
         )
 
-    def held(self, key: HeldKey, build: Callable[[], Placement | None]) -> Placement | None:
-        """The modeled placement of a held job, built by `build` when not known (None: the
-        job cannot be modeled; not remembered)."""
-        found = self._held.get(key)
-        if found is None:
-            found = build()
-            if found is not None:
-                self._held[key] = found
-        return found
+    def keep(self, job_ids: Iterable[uuid.UUID]) -> None:
+        """Count these jobs as seen by this read (their forms survive the next prune)."""
+        self._seen.update(job_ids)
 
     def prune(self) -> None:
         """Forget jobs not asked for since the last prune, and replaced forms."""
@@ -220,7 +238,6 @@ class CompiledCache:
         self._jobs = keys
         self._capped = {k: v for k, v in self._capped.items() if k[0] in keys}
         self._placements = {k: v for k, v in self._placements.items() if k[0] in self._seen}
-        self._held = {k: v for k, v in self._held.items() if k[0] in keys}
         self._seen = set()
 
 
@@ -454,8 +471,9 @@ WINDOW = 2500  # jobs behind the head a cycle considers, rotating through the re
 async def _pending_rows(
     conn: AsyncConnection, base: sa.Select[Any], cache: CompiledCache
 ) -> list[Any]:
-    """The head of the queue plus a window rotating over the rest, so that every queued job is
-    considered within ceil((queued - HEAD) / WINDOW) cycles, whatever the queue's length."""
+    """The rows of `base` (of `of_jobs`) of the head of the queue plus a window rotating over
+    the rest, so that every queued job is considered within ceil((queued - HEAD) / WINDOW)
+    cycles, whatever the queue's length."""
     queued = base.where(
         jobs.c.state == "Queued",
         sa.or_(jobs.c.not_before.is_(None), jobs.c.not_before <= sa.func.now()),
@@ -517,65 +535,54 @@ async def read(
 ) -> Read:
     """Everything one cycle needs, read in the caller's (repeatable-read) transaction.
 
-    Only what changed is decoded: compiled forms and placements come from `cache` when known
-    (fetched for new jobs only), nodes from `fleet_cache` unless their cluster reported.
+    Only what changed is read and decoded: held jobs' rows and what is modeled from them come
+    from `cache.held_rows` unless their rows were written since (`held_rows`), compiled forms
+    and placements from `cache` when known (fetched for new jobs only), nodes from
+    `fleet_cache` unless their cluster reported.
     """
     cache = cache or CompiledCache()
     fleet, cluster_ids = await clusters_of_fleet(conn, catalog, fleet_cache)
     cluster_names = {v: k for k, v in cluster_ids.items()}
     queue_list = await queue_models(conn)
-    base = (
-        sa.select(
-            jobs.c.id,
-            jobs.c.state,
-            jobs.c.priority,
-            jobs.c.preemptible,
-            jobs.c.version,
-            jobs.c.epoch,
-            jobs.c.queued_at,
-            jobs.c.started_at,
-            jobs.c.checkpointed_at,
-            jobs.c.reason,
-            jobs.c.pending_reasons,
-            jobs.c.cluster_id,
-            jobs.c.service_id,
-            jobs.c.replica_cap,
-            tenants.c.name.label("tenant"),
-            queues.c.name.label("queue"),
-        )
-        .join(tenants, tenants.c.id == jobs.c.tenant_id)
-        .join(queues, queues.c.id == jobs.c.queue_id)
+    base = of_jobs(
+        jobs.c.id,
+        jobs.c.state,
+        jobs.c.priority,
+        jobs.c.preemptible,
+        jobs.c.version,
+        jobs.c.epoch,
+        jobs.c.queued_at,
+        jobs.c.started_at,
+        jobs.c.checkpointed_at,
+        jobs.c.reason,
+        jobs.c.pending_reasons,
+        jobs.c.cluster_id,
+        jobs.c.service_id,
+        jobs.c.replica_cap,
+        tenants.c.name.label("tenant"),
+        queues.c.name.label("queue"),
     )
-    held_rows = (
-        await conn.execute(
-            base.add_columns(placements.c.created_at.label("placed_at"), placements.c.revision)
-            .join(
-                placements,
-                sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
-            )
-            .where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
-        )
-    ).all()
-    pending_rows = await _pending_rows(conn, base, cache)
-    await cache.load(
-        conn, [form_key(r) for r in held_rows], [(r.id, r.epoch, r.revision) for r in held_rows]
+    held_scan = (await conn.execute(HELD_STAMPS)).all()
+    full = held_from(
+        base.add_columns(placements.c.created_at.label("placed_at"), placements.c.revision)
     )
-    await cache.load(conn, [form_key(r) for r in pending_rows], [])
+    held = await cache.held_rows.read(
+        conn,
+        held_scan,  # when most changed (a cold start), one read of all is cheaper
+        lambda ids: full if 2 * len(ids) > len(held_scan) else full.where(jobs.c.id.in_(ids)),
+    )
+    queued = await cache.queued_rows.read(
+        conn,
+        await _pending_rows(conn, JOB_STAMPS, cache),
+        lambda ids: base.where(jobs.c.id.in_(ids)),
+    )
+    cache.keep(h.row.id for h in held)
+    cache.keep(q.row.id for q in queued)
+    new = [h.row for h in held if h.derived is None]
+    await cache.load(conn, [form_key(r) for r in new], [(r.id, r.epoch, r.revision) for r in new])
+    await cache.load(conn, [form_key(q.row) for q in queued if q.derived is None], [])
     result = Read(Snapshot(), [], {}, cluster_ids)
     avoided = await _gang_failures(conn, cluster_names)
-
-    def ref(row: Any, revision: int = 0) -> None:
-        """Remember what the writer needs of a held row (with its placement's `revision`) or
-        a queued one."""
-        result.refs[str(row.id)] = JobRef(
-            row.id,
-            row.version,
-            row.state,
-            row.epoch,
-            row.reason,
-            row.pending_reasons,
-            revision,
-        )
 
     def model(row: Any) -> Job | None:
         """The core job of a row, its run times aside (None: it cannot be modeled)."""
@@ -621,10 +628,17 @@ async def read(
     reservations: list[Placement] = []
     elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
     preempting: set[str] = set()
-    for row in held_rows:
-        ref(row, row.revision)
+    for h in held:
+        row, derived = h.row, h.derived
         cluster = cluster_names.get(row.cluster_id, "")
-        placement = cache.held(held_key(row, cluster), partial(modeled, row, cluster))
+        if derived is None or derived.cluster != cluster:
+            placement = modeled(row, cluster)
+            invalid = result.invalid.get(str(row.id))
+            derived = h.derived = HeldModel(job_ref(row, row.revision), cluster, placement, invalid)
+        result.refs[derived.ref.key] = derived.ref
+        if derived.invalid is not None:
+            result.invalid[derived.ref.key] = derived.invalid
+        placement = derived.placement
         if placement is None:
             continue
         job = timed(placement.job, row)
@@ -638,11 +652,18 @@ async def read(
         if row.state == "Preempting":
             preempting.add(job.id)
     reservations += await _not_reported(conn, elastic)
-    for row in pending_rows:
-        ref(row)
-        queued = model(row)
-        if queued is not None:
-            result.pending.append(timed(queued, row))
+    for q in queued:
+        row, known = q.row, q.derived
+        gang_failed = avoided.get(row.id, frozenset())
+        if known is None or known.avoided != gang_failed:
+            core = model(row)
+            invalid = result.invalid.get(str(row.id))
+            known = q.derived = QueuedModel(job_ref(row), gang_failed, core, invalid)
+        result.refs[known.ref.key] = known.ref
+        if known.invalid is not None:
+            result.invalid[known.ref.key] = known.invalid
+        if known.job is not None:
+            result.pending.append(timed(known.job, row))
     cache.prune()
     result.snapshot = Snapshot(
         clusters=tuple(fleet),

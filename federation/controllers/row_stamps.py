@@ -1,0 +1,101 @@
+"""Job rows kept across cycles: each cycle fetches in full only the rows that were written.
+
+PostgreSQL gives every row version it writes a new `xmin` (the writing transaction's id), so
+the `xmin`s of a job's row and of the rows read with it (its tenant, its queue, a held job's
+active placement) form a stamp that changes whenever anything the snapshot reads of the job
+changes, whoever wrote it: the loop, an agent's report, a user's cancel or priority change,
+a queue's update. A cycle reads the stamps of the jobs it needs, a narrow scan, and fetches
+in full only the jobs whose stamp is new; what the snapshot derived from an unchanged row (its
+`JobRef`, its core model) is kept with it. In one repeatable-read transaction the scan and the
+fetch see the same rows; under a weaker one a row fetched newer than its stamp is fetched
+again next cycle, never kept stale.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from federation.store.lifecycle import HOLDING_STATES
+from federation.store.tables import jobs, placements, queues, tenants
+
+Derived = TypeVar("Derived")
+Stamp = tuple[int, ...]  # the xmin of each row a job is read with
+
+
+def _xmin(table: sa.Table) -> sa.ColumnElement[int]:
+    return sa.literal_column(f"{table.name}.xmin::text::bigint", sa.BigInteger)
+
+
+def of_jobs(*columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
+    """`columns` of jobs joined with their tenants and queues."""
+    return (
+        sa.select(*columns)
+        .join(tenants, tenants.c.id == jobs.c.tenant_id)
+        .join(queues, queues.c.id == jobs.c.queue_id)
+    )
+
+
+# a queued job's stamp; a held one's adds its active placement's (`held_from`)
+JOB_STAMPS = of_jobs(jobs.c.id, _xmin(jobs), _xmin(tenants), _xmin(queues))
+
+
+def held_from(select: sa.Select[Any]) -> sa.Select[Any]:
+    """`select` (of `of_jobs`) narrowed to held jobs, joined with their active placement."""
+    return select.join(
+        placements,
+        sa.and_(placements.c.job_id == jobs.c.id, placements.c.epoch == jobs.c.epoch),
+    ).where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
+
+
+HELD_STAMPS = held_from(JOB_STAMPS.add_columns(_xmin(placements)))
+
+
+@dataclass(slots=True)
+class Stamped(Generic[Derived]):
+    """A job's row, the stamp it was read at, and what the snapshot derived from it (None
+    until derived)."""
+
+    stamp: Stamp
+    row: Any
+    derived: Derived | None = None
+
+
+class StampedRows(Generic[Derived]):
+    """The rows of the last read, by job id."""
+
+    def __init__(self) -> None:
+        self._rows: dict[uuid.UUID, Stamped[Derived]] = {}
+
+    async def read(
+        self,
+        conn: AsyncConnection,
+        scan: Sequence[Any],
+        fetch: Callable[[list[uuid.UUID]], sa.Select[Any]],
+    ) -> list[Stamped[Derived]]:
+        """The jobs of `scan` (rows of job id and stamp, e.g. of `JOB_STAMPS`), in its order:
+        those whose stamp changed fetched by the query `fetch` makes of their ids (a select of
+        the columns wanted, with `id`; it may return more rows), the others as last read.
+        Jobs not in `scan` are forgotten."""
+        known = self._rows
+        changed = [r.id for r in scan if (h := known.get(r.id)) is None or h.stamp != r[1:]]
+        fresh: dict[uuid.UUID, Any] = {}
+        if changed:
+            fresh = {row.id: row for row in await conn.execute(fetch(changed))}
+        rows: dict[uuid.UUID, Stamped[Derived]] = {}
+        for r in scan:
+            stamp: Stamp = tuple(r[1:])
+            found = known.get(r.id)
+            if found is None or found.stamp != stamp:
+                row = fresh.get(r.id)
+                if row is None:  # gone from what `fetch` selects between scan and fetch
+                    continue
+                found = Stamped(stamp, row)
+            rows[r.id] = found
+        self._rows = rows
+        return list(rows.values())
