@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.store.lifecycle import HOLDING_STATES
@@ -26,6 +27,12 @@ from federation.store.tables import jobs, placements, queues, tenants
 
 Derived = TypeVar("Derived")
 Stamp = tuple[int, ...]  # the xmin of each row a job is read with
+
+
+def job_among(ids: Sequence[uuid.UUID]) -> sa.ColumnElement[bool]:
+    """`jobs.id = ANY(:ids)`: one array parameter, so the statement's text (and the server's
+    prepared plan) is the same whatever the count, where `IN` writes a parameter per id."""
+    return jobs.c.id == sa.any_(sa.bindparam("ids", list(ids), type_=ARRAY(jobs.c.id.type)))
 
 
 def _xmin(table: sa.Table) -> sa.ColumnElement[int]:

@@ -22,6 +22,7 @@ from federation.controllers.row_stamps import (
     JOB_STAMPS,
     StampedRows,
     held_from,
+    job_among,
     of_jobs,
 )
 from federation.inventory import DeviceRow, core_node
@@ -164,7 +165,7 @@ class CompiledCache:
         missing = {key[0]: key for key in keys if key not in self._jobs}
         if missing:
             for job_id, raw in await conn.execute(
-                sa.select(jobs.c.id, jobs.c.compiled).where(jobs.c.id.in_(missing))
+                sa.select(jobs.c.id, jobs.c.compiled).where(job_among(list(missing)))
             ):
                 self._jobs[missing[job_id]] = self._decode(raw)
         wanted = {h for h in held if h not in self._placements}
@@ -569,12 +570,12 @@ async def read(
     held = await cache.held_rows.read(
         conn,
         held_scan,  # when most changed (a cold start), one read of all is cheaper
-        lambda ids: full if 2 * len(ids) > len(held_scan) else full.where(jobs.c.id.in_(ids)),
+        lambda ids: full if 2 * len(ids) > len(held_scan) else full.where(job_among(ids)),
     )
     queued = await cache.queued_rows.read(
         conn,
         await _pending_rows(conn, JOB_STAMPS, cache),
-        lambda ids: base.where(jobs.c.id.in_(ids)),
+        lambda ids: base.where(job_among(ids)),
     )
     cache.keep(h.row.id for h in held)
     cache.keep(q.row.id for q in queued)
