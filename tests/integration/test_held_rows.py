@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -24,49 +23,14 @@ from federation.controllers.scheduler import SchedulerLoop
 from federation.scheduling.model import Placement
 from federation.store.tables import clusters, events, jobs, placements, queues, tenants
 from tests.integration.conftest import Hub
+from tests.integration.test_hub_flow import _job, _node
 
 pytestmark = pytest.mark.integration
 
-FLAVOR = "huawei/Ascend910B3"
 KINDS = (
     *("running", "running", "cancel", "checkpoint", "priority", "revision"),
     *("queue", "tenant", "newcomer", "queued priority", "gang failed"),
 )
-
-
-def _node(name: str) -> dict[str, Any]:
-    return {
-        "name": name,
-        "labels": {"node.kubernetes.io/npu.chip.name": "910B3"},
-        "cpuMilli": 192_000,
-        "memoryMib": 1_048_576,
-        "devices": [
-            {"flavor": FLAVOR, "index": i, "memoryMib": 65536, "usedMilli": 0} for i in range(8)
-        ],
-    }
-
-
-def _job(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "suanpan.io/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "queue": "default",
-            "tasks": [
-                {
-                    "name": "trainer",
-                    "replicas": 1,
-                    "images": {"huawei": "mindspore:2.3"},
-                    "resources": {
-                        "cpu": "8",
-                        "memory": "32Gi",
-                        "accelerators": {"count": 2, "anyOf": [{"flavor": FLAVOR}]},
-                    },
-                }
-            ],
-        },
-    }
 
 
 def _by_job(found: tuple[Placement, ...]) -> list[Placement]:
@@ -94,7 +58,7 @@ async def test_a_warm_held_row_cache_reads_what_a_fresh_read_does(hub: Hub) -> N
     loop = SchedulerLoop(hub.db, load_catalog())
     assert await loop.leadership.acquire()
     for i in range(30):  # 24 fit
-        await hub.call("POST", "/v1/jobs", user, json=_job(f"j{i}"))
+        await hub.call("POST", "/v1/jobs", user, json=_job(f"j{i}", 1, 2))
     await loop.cycle()
 
     cache = snapshot.CompiledCache()
@@ -111,7 +75,7 @@ async def test_a_warm_held_row_cache_reads_what_a_fresh_read_does(hub: Hub) -> N
             job = rng.choice(waiting if kind in ("queued priority", "gang failed") else held)
             said.append(f"{kind} {job}")
             if kind == "newcomer":
-                await hub.call("POST", "/v1/jobs", user, json=_job(f"late{step}"))
+                await hub.call("POST", "/v1/jobs", user, json=_job(f"late{step}", 1, 2))
                 await loop.cycle()
                 touched.add("*")
             elif kind == "running":

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster_agents.extender import POLICIES, Cache, Extender
+from cluster_agents.extender import POLICIES, Extender
 from cluster_agents.extender.service import FILTER_KEEPS_ALL
 from federation.wire import annotations as wire
-from tests.unit.extender.builders import FakeAPI, ascend_910a, ascend_910b, cache, pod
+from tests.unit.extender.builders import FakeAPI, ascend_910b, cache, pod
+from tests.unit.extender.test_prioritize import cluster
 
 B3 = "huawei/Ascend910B3"
 NAMES = ["empty", "half", "b16", "other-model"]
@@ -25,16 +26,6 @@ def busy(name: str, node: str, devices: list[int]) -> dict[str, Any]:
         count=len(devices),
         node_name=node,
         devices=",".join(map(str, devices)),
-    )
-
-
-def cluster() -> Cache:
-    return cache(
-        ascend_910b("empty"),
-        ascend_910b("half"),
-        ascend_910b("b16", 16),
-        ascend_910a("other-model"),
-        pods=(busy("x", "half", [0, 1, 2, 3]),),
     )
 
 
