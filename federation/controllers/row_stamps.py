@@ -71,13 +71,18 @@ class Stamped(Generic[Derived]):
     stamp: Stamp
     row: Any
     derived: Derived | None = None
+    seen: int = 0  # the last read whose scan had it
 
 
 class StampedRows(Generic[Derived]):
-    """The rows of the last read, by job id."""
+    """The rows of the last read by job id, and those of the `retain` reads before it that
+    the last scan did not have (a queued job outside the rotating window keeps what was
+    derived from it until it comes back, if its stamp is still the same)."""
 
-    def __init__(self) -> None:
+    def __init__(self, retain: int = 0) -> None:
         self._rows: dict[uuid.UUID, Stamped[Derived]] = {}
+        self._retain = retain
+        self._reads = 0
 
     async def read(
         self,
@@ -88,7 +93,8 @@ class StampedRows(Generic[Derived]):
         """The jobs of `scan` (rows of job id and stamp, e.g. of `JOB_STAMPS`), in its order:
         those whose stamp changed fetched by the query `fetch` makes of their ids (a select of
         the columns wanted, with `id`; it may return more rows), the others as last read.
-        Jobs not in `scan` are forgotten."""
+        Jobs not in the last `retain` scans are forgotten."""
+        self._reads += 1
         known = self._rows
         changed = [r.id for r in scan if (h := known.get(r.id)) is None or h.stamp != r[1:]]
         fresh: dict[uuid.UUID, Any] = {}
@@ -103,6 +109,12 @@ class StampedRows(Generic[Derived]):
                 if row is None:  # gone from what `fetch` selects between scan and fetch
                     continue
                 found = Stamped(stamp, row)
+            found.seen = self._reads
             rows[r.id] = found
+        scanned = list(rows.values())
+        if self._retain:
+            for job_id, kept in known.items():
+                if job_id not in rows and self._reads - kept.seen <= self._retain:
+                    rows[job_id] = kept
         self._rows = rows
-        return list(rows.values())
+        return scanned

@@ -138,6 +138,11 @@ class HeldModel:
     invalid: str | None
 
 
+HEAD = 2500  # jobs at the head of the queue every cycle considers
+WINDOW = 2500  # jobs behind the head a cycle considers, rotating through the rest
+RETAIN = 16  # cycles a queued job outside the window keeps what was modeled from it
+
+
 class CompiledCache:
     """What never changes for a compiled form (its decoded job and core tasks, by `FormKey`;
     a shard's tasks under each cap) and for a placement (job id, epoch, revision: its
@@ -151,7 +156,9 @@ class CompiledCache:
         self._placements: dict[tuple[uuid.UUID, int, int], dict[str, Any]] = {}
         self._seen: set[uuid.UUID] = set()
         self.held_rows: StampedRows[HeldModel] = StampedRows()
-        self.queued_rows: StampedRows[QueuedModel] = StampedRows()
+        # a queued job keeps its model through a rotation of the window over a queue of up to
+        # HEAD + RETAIN * WINDOW jobs; a longer queue's are decoded again when they return
+        self.queued_rows: StampedRows[QueuedModel] = StampedRows(retain=RETAIN)
         self.rotation = 0  # where the pending window continues next cycle
 
     async def load(
@@ -465,10 +472,6 @@ def _run_time(row: Any, now: float) -> float:
     return max(0.0, now - max(_seconds(row.started_at), _seconds(row.placed_at)))
 
 
-HEAD = 2500  # jobs at the head of the queue every cycle considers
-WINDOW = 2500  # jobs behind the head a cycle considers, rotating through the rest
-
-
 async def _pending_rows(
     conn: AsyncConnection, base: sa.Select[Any], cache: CompiledCache
 ) -> list[Any]:
@@ -579,11 +582,16 @@ async def read(
     )
     cache.keep(h.row.id for h in held)
     cache.keep(q.row.id for q in queued)
+    avoided = await _gang_failures(conn, cluster_names)
     new = [h.row for h in held if h.derived is None]
     await cache.load(conn, [form_key(r) for r in new], [(r.id, r.epoch, r.revision) for r in new])
-    await cache.load(conn, [form_key(q.row) for q in queued if q.derived is None], [])
+    remodel = [
+        q.row
+        for q in queued
+        if q.derived is None or q.derived.avoided != avoided.get(q.row.id, frozenset())
+    ]
+    await cache.load(conn, [form_key(r) for r in remodel], [])
     result = Read(Snapshot(), [], {}, cluster_ids)
-    avoided = await _gang_failures(conn, cluster_names)
 
     def model(row: Any) -> Job | None:
         """The core job of a row, its run times aside (None: it cannot be modeled)."""
