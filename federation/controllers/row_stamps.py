@@ -93,7 +93,7 @@ class StampedRows(Generic[Derived]):
         """The jobs of `scan` (rows of job id and stamp, e.g. of `JOB_STAMPS`), in its order:
         those whose stamp changed fetched by the query `fetch` makes of their ids (a select of
         the columns wanted, with `id`; it may return more rows), the others as last read.
-        Jobs not in the last `retain` scans are forgotten."""
+        A job is forgotten once `retain` reads have passed without it in their scan."""
         self._reads += 1
         known = self._rows
         changed = [r.id for r in scan if (h := known.get(r.id)) is None or h.stamp != r[1:]]
