@@ -2,8 +2,9 @@
 and at 1,000 nodes.
 
 One local cluster (deploy/local) with kwok nodes of 8 Ascend 910B3 each (200, then 800 more),
-and two `suanpan-extender`s running against it: `--filter-keeps best` (the default: filter
-answers the one node the pod goes to, so kube-scheduler neither scores nor asks prioritize) and
+and `suanpan-extender` in one of two modes, started for each run and stopped after it (so that
+no idle extender's watch weighs on the others): `--filter-keeps best` (the default: filter
+answers the one node the pod goes to, so kube-scheduler neither scores nor asks prioritize) or
 `--filter-keeps all` (every fitting node, scored by kube-scheduler plus prioritize). For each
 measurement, 500 pods asking for 1, 2 or 4 NPUs are created for a scheduler name nobody serves
 yet; then a kube-scheduler is started with deploy/scheduler's generated configuration for that
@@ -189,6 +190,7 @@ async def _measure(
             result["extender_cpu_ms_per_pod"] = 1000 * ext_cpu / PODS
             for verb in ("filter", "prioritize", "bind"):
                 result[f"{verb}_mean_ms"] = _mean_ms(metrics, verb)
+            result["bind_conflicts"] = metrics.get("suanpan_extender_bind_conflicts_total{}", 0.0)
         return result
 
 
@@ -226,9 +228,8 @@ async def _run(
     port: int,
     workdir: Path,
 ) -> dict[str, float]:
-    """One measurement in `mode` (its scheduler name: `workdir`'s name); an extender with
-    `--filter-keeps <mode>` lives through it alone, so no idle extender's watch weighs on the
-    machine."""
+    """One measurement in `mode` (its scheduler name: `workdir`'s name), with an extender of
+    `--filter-keeps <mode>` started for it alone."""
     name = workdir.name
     if mode == WITHOUT:
         return await _measure(cs, bin_dir, plain, name, workdir, None)

@@ -96,21 +96,21 @@ class StampedRows(Generic[Derived]):
         A job is forgotten once `retain` reads have passed without it in their scan."""
         self._reads += 1
         known = self._rows
-        changed = [r.id for r in scan if (h := known.get(r.id)) is None or h.stamp != r[1:]]
+        stamps: list[tuple[uuid.UUID, Stamp]] = [(r.id, tuple(r[1:])) for r in scan]
+        changed = [i for i, stamp in stamps if (h := known.get(i)) is None or h.stamp != stamp]
         fresh: dict[uuid.UUID, Any] = {}
         if changed:
             fresh = {row.id: row for row in await conn.execute(fetch(changed))}
         rows: dict[uuid.UUID, Stamped[Derived]] = {}
-        for r in scan:
-            stamp: Stamp = tuple(r[1:])
-            found = known.get(r.id)
+        for job_id, stamp in stamps:
+            found = known.get(job_id)
             if found is None or found.stamp != stamp:
-                row = fresh.get(r.id)
+                row = fresh.get(job_id)
                 if row is None:  # gone from what `fetch` selects between scan and fetch
                     continue
                 found = Stamped(stamp, row)
             found.seen = self._reads
-            rows[r.id] = found
+            rows[job_id] = found
         scanned = list(rows.values())
         if self._retain:
             for job_id, kept in known.items():

@@ -539,10 +539,10 @@ async def read(
 ) -> Read:
     """Everything one cycle needs, read in the caller's (repeatable-read) transaction.
 
-    Only what changed is read and decoded: held jobs' rows and what is modeled from them come
-    from `cache.held_rows` unless their rows were written since (`held_rows`), compiled forms
-    and placements from `cache` when known (fetched for new jobs only), nodes from
-    `fleet_cache` unless their cluster reported.
+    Only what changed is read and decoded: held and queued jobs' rows and what is modeled from
+    them come from `cache.held_rows` and `cache.queued_rows` unless their rows were written
+    since (`row_stamps`), compiled forms and placements from `cache` when known (fetched for
+    the jobs to model only), nodes from `fleet_cache` unless their cluster reported.
     """
     cache = cache or CompiledCache()
     fleet, cluster_ids = await clusters_of_fleet(conn, catalog, fleet_cache)
@@ -633,6 +633,12 @@ async def read(
             epoch=row.epoch,
         )
 
+    def record(derived: HeldModel | QueuedModel) -> None:
+        """Give the writer the job's ref, and say why it cannot be modeled if it cannot."""
+        result.refs[derived.ref.key] = derived.ref
+        if derived.invalid is not None:
+            result.invalid[derived.ref.key] = derived.invalid
+
     placed: list[Placement] = []
     reservations: list[Placement] = []
     elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
@@ -644,9 +650,7 @@ async def read(
             placement = modeled(row, cluster)
             invalid = result.invalid.get(str(row.id))
             derived = h.derived = HeldModel(job_ref(row, row.revision), cluster, placement, invalid)
-        result.refs[derived.ref.key] = derived.ref
-        if derived.invalid is not None:
-            result.invalid[derived.ref.key] = derived.invalid
+        record(derived)
         placement = derived.placement
         if placement is None:
             continue
@@ -668,9 +672,7 @@ async def read(
             core = model(row)
             invalid = result.invalid.get(str(row.id))
             known = q.derived = QueuedModel(job_ref(row), gang_failed, core, invalid)
-        result.refs[known.ref.key] = known.ref
-        if known.invalid is not None:
-            result.invalid[known.ref.key] = known.invalid
+        record(known)
         if known.job is not None:
             result.pending.append(timed(known.job, row))
     cache.prune()
