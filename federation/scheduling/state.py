@@ -5,6 +5,9 @@ Static facts (clusters, nodes, queues, jobs) stay the frozen values of the `Snap
 usage, the set of placements. `State.trial()` opens a context in which every change is logged
 and undone on exit unless kept, so a preemption dry run leaves the state exactly as it was.
 
+Each cycle's cluster states are clones of the last cycle's (`HeldBase`: inventory with the
+reservations held), brought up to date by what changed, not rebuilt.
+
 Per cluster and flavor a `FlavorIndex` buckets nodes by their number of free whole devices,
 so gang fit visits only nodes that could hold a replica and most clusters are rejected from
 summary numbers alone.
@@ -173,24 +176,6 @@ class ClusterState:
         self.fit_cache: dict[Hashable, Any] = {}  # keys carry the flavor versions they rely on
         self.static_cache: dict[Hashable, Any] = {}  # facts that usage does not change
 
-    @classmethod
-    def build(cls, cluster: Cluster, order: int, versions: Iterator[int]) -> ClusterState:
-        """The state of `cluster`, derived from the last one built for its name when only the
-        usage of some nodes differs (a copy plus those nodes), else built from scratch."""
-        base = _BASES.get(cluster.name)
-        if base is not None and base.cluster is cluster:
-            return base.clone(order, versions)
-        if base is None or not base.same_static(cluster):
-            state = cls(cluster, order, versions)
-        else:
-            state = base.clone(order, versions)
-            state.follow(cluster)
-        if len(_BASES) >= BASES_LIMIT and cluster.name not in _BASES:
-            _BASES.pop(next(iter(_BASES)))
-        state.owned = set()  # from now on shared with the clones made from it
-        _BASES[cluster.name] = state
-        return state.clone(order, versions)
-
     def clone(self, order: int, versions: Iterator[int]) -> ClusterState:
         """A fresh copy of this state for a new cycle: usage, static facts and their cache, no
         usage-dependent caches, new versions."""
@@ -340,8 +325,85 @@ def _options(placement: Placement) -> tuple[FlavorOption | None, ...]:
     return tuple(placement.option(t) for t in range(len(placement.job.tasks)))
 
 
+class HeldBase:
+    """The last state built for a cluster name: its inventory with reservations held on it.
+
+    Each cycle holds every reservation (placements the cluster does not report yet) on top of
+    the cluster's inventory; most are the same objects as in the last cycle. `of` derives the
+    new state from the last one: it gives back the holds that are gone, takes the inventory of
+    the nodes whose usage changed (holding again what is held there), and takes the new
+    reservations. That equals holding them all on a fresh state as long as no reservation
+    collides with another on a device (then holding order decides who is skipped, so such a
+    state is rebuilt from scratch every cycle until the collision is gone).
+    """
+
+    __slots__ = ("exact", "holds", "state", "taken")
+
+    def __init__(self, cluster: Cluster, reservations: list[Placement]) -> None:
+        self.state = ClusterState(cluster, 0, itertools.count())
+        self.holds: dict[int, tuple[Placement, list[Usage]]] = {}  # by id of the reservation
+        self.taken: list[list[Usage]] = []  # per reservation of the last build, in order
+        self.exact = True  # no usage skipped for a collision
+        for reservation in reservations:
+            usages = self.state.usages(reservation)
+            taken = []
+            for usage in usages:
+                try:
+                    self.state.take(usage)
+                except DeviceConflict:
+                    continue
+                taken.append(usage)
+            self.exact &= len(taken) == len(usages) and id(reservation) not in self.holds
+            self.holds[id(reservation)] = (reservation, taken)
+            self.taken.append(taken)
+
+    @classmethod
+    def of(cls, cluster: Cluster, reservations: list[Placement]) -> HeldBase:
+        """`cluster` with `reservations` held (in their order, colliding usages skipped),
+        derived from the last base of its name when that gives the same state."""
+        base = _BASES.get(cluster.name)
+        if base is None or not base._follow(cluster, reservations):
+            base = cls(cluster, reservations)
+            if len(_BASES) >= BASES_LIMIT and cluster.name not in _BASES:
+                _BASES.pop(next(iter(_BASES)))
+            _BASES[cluster.name] = base
+        return base
+
+    def _follow(self, cluster: Cluster, reservations: list[Placement]) -> bool:
+        """Bring this base to `cluster` and `reservations`; False when it cannot (another
+        static cluster, a collision), then this base is to be discarded."""
+        state = self.state
+        if not self.exact or (state.cluster is not cluster and not state.same_static(cluster)):
+            return False
+        wanted = {id(r): r for r in reservations}
+        if len(wanted) != len(reservations):
+            return False
+        nodes = zip(state.nodes, cluster.nodes, strict=True)
+        changed = {n.index for n, node in nodes if n.node is not node}
+        try:
+            for key in [k for k in self.holds if k not in wanted]:
+                for usage in reversed(self.holds.pop(key)[1]):
+                    state.give(usage)
+            state.follow(cluster)
+            for _, usages in self.holds.values():
+                for usage in usages:
+                    if usage.node in changed:
+                        state.take(usage)
+            for key, reservation in wanted.items():
+                if key not in self.holds:
+                    usages = state.usages(reservation)
+                    self.holds[key] = (reservation, [])
+                    for usage in usages:
+                        state.take(usage)
+                        self.holds[key][1].append(usage)
+        except DeviceConflict:
+            return False
+        self.taken = [self.holds[id(r)][1] for r in reservations]
+        return True
+
+
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
-_BASES: dict[str, ClusterState] = {}  # by cluster name: pristine state of the last snapshot
+_BASES: dict[str, HeldBase] = {}  # by cluster name: the last snapshot's, reservations held
 
 
 class State:
@@ -349,9 +411,16 @@ class State:
 
     def __init__(self, snapshot: Snapshot) -> None:
         versions = itertools.count()
+        holding: dict[str, list[Placement]] = {c.name: [] for c in snapshot.clusters}
+        for reservation in snapshot.reservations:
+            if reservation.cluster in holding:
+                holding[reservation.cluster].append(reservation)
+        bases = {c.name: HeldBase.of(c, holding[c.name]) for c in snapshot.clusters}
         self.clusters = {
-            c.name: ClusterState.build(c, i, versions) for i, c in enumerate(snapshot.clusters)
+            name: base.state.clone(i, versions) for i, (name, base) in enumerate(bases.items())
         }
+        for base in bases.values():
+            base.state.owned = set()  # from now on shared with the clone made from it
         self.quota = QuotaLedger(snapshot.queues)
         self.placements: dict[str, Placement] = {}
         self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
@@ -368,8 +437,11 @@ class State:
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
         self._account_running(snapshot.placements)
-        for reservation in snapshot.reservations:
-            self.hold(reservation)
+        taken = {name: iter(base.taken) for name, base in bases.items()}
+        for reservation in snapshot.reservations:  # what `hold` would have recorded
+            if reservation.cluster in taken:
+                held = self.held.setdefault(reservation.job.id, [])
+                held.extend((reservation.cluster, u) for u in next(taken[reservation.cluster]))
 
     # --- trials ----------------------------------------------------------------------------
 

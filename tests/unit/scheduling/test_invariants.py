@@ -24,6 +24,7 @@ QUEUES = ["q1", "q2", "q3"]
 # below finds a scenario (a gang of 8-device replicas; evicting one job of its cluster would
 # place it) that the bounded victim search misses — a known open defect, see docs/scheduling.md.
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True)
+NO_PREEMPTION = SchedulerConfig(preemption=False)
 
 
 @st.composite
@@ -182,3 +183,35 @@ def test_state_derived_from_the_last_snapshot_equals_a_fresh_one(
     state_module._BASES.clear()
     assert State(snap).fingerprint() == warm_state
     assert schedule(snap, pending, now=10) == warm
+
+
+@settings(SETTINGS, max_examples=100)
+@given(scenarios(), st.data())
+def test_reservations_held_over_cycles_give_the_state_a_fresh_build_gives(
+    scenario: tuple[Snapshot, list[Job]], data: st.DataObject
+) -> None:
+    """The state holds reservations incrementally (`HeldBase`): reservations come and go,
+    nodes report new usage, a reservation may collide with what a node reports or with another
+    reservation (until it is gone); after each snapshot the state equals one built from nothing
+    (no preemption: a victim's pods would leave nodes that never reported them)."""
+    snap, pending = scenario
+    for step in range(3):
+        result = schedule(snap, pending, now=10, config=NO_PREEMPTION)
+        late = [data.draw(st.booleans()) for _ in result.placed]
+        unreported = [p.placement for p, slow in zip(result.placed, late, strict=True) if slow]
+        reported = [p for p, slow in zip(result.placed, late, strict=True) if not slow]
+        after = advance(snap, replace(result, placed=tuple(reported)))
+        kept = [r for r in snap.reservations if data.draw(st.booleans())]
+        if reported and data.draw(st.booleans()):  # its pods reported and still held: collide
+            kept.append(reported[0].placement)
+        if unreported and data.draw(st.booleans()):  # held twice: the second copy collides
+            kept.append(replace(unreported[0]))
+        snap = replace(
+            after,
+            placements=(*after.placements, *unreported),
+            reservations=(*kept, *unreported),
+        )
+        warm = State(snap).fingerprint()
+        state_module._BASES.clear()
+        assert State(snap).fingerprint() == warm
+        pending = data.draw(job_lists(f"s{step}-", 4, top_priority=6))
