@@ -16,6 +16,7 @@ summary numbers alone.
 from __future__ import annotations
 
 import itertools
+import threading
 from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -404,6 +405,7 @@ class HeldBase:
 
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
 _BASES: dict[str, HeldBase] = {}  # by cluster name: the last snapshot's, reservations held
+_BASES_LOCK = threading.Lock()  # a base changes in place: one state is derived at a time
 
 
 class State:
@@ -415,12 +417,14 @@ class State:
         for reservation in snapshot.reservations:
             if reservation.cluster in holding:
                 holding[reservation.cluster].append(reservation)
-        bases = {c.name: HeldBase.of(c, holding[c.name]) for c in snapshot.clusters}
-        self.clusters = {
-            name: base.state.clone(i, versions) for i, (name, base) in enumerate(bases.items())
-        }
-        for base in bases.values():
-            base.state.owned = set()  # from now on shared with the clone made from it
+        with _BASES_LOCK:  # the API's threads build states at once (fail-fast checks)
+            bases = {c.name: HeldBase.of(c, holding[c.name]) for c in snapshot.clusters}
+            self.clusters = {
+                name: base.state.clone(i, versions) for i, (name, base) in enumerate(bases.items())
+            }
+            for base in bases.values():
+                base.state.owned = set()  # from now on shared with the clone made from it
+            taken = {name: iter(base.taken) for name, base in bases.items()}
         self.quota = QuotaLedger(snapshot.queues)
         self.placements: dict[str, Placement] = {}
         self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
@@ -437,7 +441,6 @@ class State:
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
         self._account_running(snapshot.placements)
-        taken = {name: iter(base.taken) for name, base in bases.items()}
         for reservation in snapshot.reservations:  # what `hold` would have recorded
             if reservation.cluster in taken:
                 held = self.held.setdefault(reservation.job.id, [])
