@@ -16,11 +16,6 @@ with coarse keys only (a fine key would spread pods and lose the packing):
 - model pressure: demand of model-constrained task types per device of the node's model, so
   that unconstrained pods leave scarce models to the pods that need them.
 - a CPU-only pod prefers the node with the fewest free devices, where that strands nothing.
-  But when the target workload asks more CPU than the pool has once its devices are full
-  (`cpu_short`), devices will be stranded by CPU whatever a CPU-only pod does: keeping it off
-  nodes where it strands only spreads CPU-only pods and leaves CPU crumbs too small for the
-  next pod. Then a CPU-only pod takes first the CPU of nodes without free device capacity
-  (which no device pod can use), then the pool order, which packs CPU like first-fit.
 
 - a share looks ahead (`lookahead`): FGD's growth, before the integer score is taken, counts
   also how the share changes the expected idle capacity of its device's free piece after the
@@ -28,6 +23,14 @@ with coarse keys only (a fine key would spread pods and lose the packing):
   tie on that too. So a share leaves a piece that a common size fills (0.47 next to 0.53) rather
   than a sliver only rare sizes fit (0.19 next to 0.81). Not when the workload is CPU-short:
   then whether a piece fills depends on the node's CPU, and the lookahead lost to FGD there.
+
+When the target workload asks more CPU than the pool has by the time its devices are full
+(`cpu_short`), devices will be stranded by CPU whatever the tie-breaks do, and what decides the
+outcome is how much CPU is left idle where no pod can use it. Then Suanpan drops the tie keys and
+extends FGD's measure to CPU: a device pod's growth also counts the growth of the node's CPU
+fragmentation (`FragModel.cpu_frag`: free CPU counted for each task type, CPU-only ones included,
+that no longer fits the node), in milli-devices at the pool's devices per CPU. CPU-only pods place
+as in FGD.
 
 All of it is deterministic.
 
@@ -97,6 +100,7 @@ class _FragScorer:
     tracker: FragTracker = field(init=False)
     cache: dict[_Key, _Entry] = field(default_factory=dict)
     waste: FloatArray | None = None  # `lookahead.waste_by_model`: share lookahead if given
+    cpu_weight: float = 0.0  # milli-device per milli-CPU: device pods also count CPU growth
 
     def __post_init__(self) -> None:
         self.tracker = FragTracker(self.pool, self.model)
@@ -123,6 +127,8 @@ class _FragScorer:
             after = _after_states(pool, rows, req, t.cpu_milli)
             frag = self.model.frag(after.cpu_free, after.free, pool.model_id[after.node])
             growth = np.round(frag - before[after.node], 6)
+            if self.cpu_weight and dev is not None:
+                growth = growth + np.round(self.cpu_weight * self.cpu_growth(after), 6)
             piece = np.zeros(growth.size)
             if self.waste is not None and dev is not None and dev.is_share:
                 piece = self.piece_change(after, dev.milli)
@@ -137,6 +143,15 @@ class _FragScorer:
             entry.device[after.node[best]] = after.device[best]
             entry.seen[rows] = pool.version[rows]
         return entry.growth, entry.device
+
+    def cpu_growth(self, after: _AfterStates) -> FloatArray:
+        """Per row: how much the placement grows the node's CPU fragmentation (milli-CPU)."""
+        pool, nodes = self.pool, after.node
+        model = pool.model_id[nodes]
+        change: FloatArray = self.model.cpu_frag(
+            after.cpu_free, after.free, model
+        ) - self.model.cpu_frag(pool.cpu_free[nodes], pool.free[nodes], model)
+        return change
 
     def piece_change(self, after: _AfterStates, milli: int) -> FloatArray:
         """Per row: how much the share changes the expected waste of its device's piece (on
@@ -229,18 +244,17 @@ class _SuanpanScorer:
     def score(self, req: PodRequest, feasible: BoolArray) -> NodeScores:
         pool = self.frag.pool
         growth, device = self.frag.growth(req, feasible)
+        if self.short:
+            return NodeScores(masked(-growth, feasible), device.copy())
         dev_free = pool.free.sum(axis=1)
         added = self.stranded(pool.cpu_free - req.cpu_milli, dev_free - req.gpu_milli) - (
             self.stranded(pool.cpu_free, dev_free)
         )
         quarters = np.minimum(np.ceil(np.maximum(added, 0.0) / 250.0), 4.0) / 4.0
         pressure = self.pressure / max(float(self.pressure.max(initial=0.0)), 1e-9)
-        if req.device is None and self.short:
-            tie = 0.45 * (dev_free > 0)
-        else:
-            tie = 0.45 * quarters + 0.45 * pressure
-            if req.device is None:
-                tie = tie + 0.05 * dev_free / max(pool.width * 1000, 1)
+        tie = 0.45 * quarters + 0.45 * pressure
+        if req.device is None:
+            tie = tie + 0.05 * dev_free / max(pool.width * 1000, 1)
         return NodeScores(masked(-growth - tie, feasible), device.copy())
 
 
@@ -263,8 +277,9 @@ class SuanpanPolicy:
                 self.workload, tuple(pool.model_names), int(pool.cpu_cap.max(initial=0))
             )
         )
+        cpu_weight = pool.total_milli / max(float(pool.cpu_cap.sum()), 1.0) if short else 0.0
         return _SuanpanScorer(
-            _FragScorer(pool, model, waste=waste),
+            _FragScorer(pool, model, waste=waste, cpu_weight=cpu_weight),
             model_pressure(self.workload, pool),
             cpu_per_device(model, pool),
             short,

@@ -51,6 +51,17 @@ class FragModel:
         )
         return result
 
+    def cpu_frag(self, cpu_free: IntArray, free: IntArray, model_id: IntArray) -> FloatArray:
+        """The same measure for CPU, per row in milli-CPU: the node's free CPU counts for each
+        type that does not fit there (device types as in `per_type`, CPU-only ones by CPU)."""
+        cpu_ok = cpu_free[:, None] >= self.cpu[None, :]
+        enough = (free[:, :, None] >= self.milli[None, None, :]).sum(axis=1)
+        fits = (self.access[model_id + 1] & (enough >= self.count[None, :]) & cpu_ok) | (
+            ~self.needs_device[None, :] & cpu_ok
+        )
+        result: FloatArray = (np.where(fits, 0, cpu_free[:, None]) @ self.weight).astype(np.float64)
+        return result
+
     def frag(self, cpu_free: IntArray, free: IntArray, model_id: IntArray) -> FloatArray:
         """F_n(M) for each row n, in milli-devices."""
         result: FloatArray = self.per_type(cpu_free, free, model_id) @ self.weight

@@ -123,10 +123,12 @@ def test_cpu_short_compares_the_workloads_cpu_at_full_devices_with_the_pools() -
     assert not cpu_short(FragModel(CPU_HEAVY, cpu_only_pool.model_names), cpu_only_pool)
 
 
-def test_when_cpu_is_short_a_cpu_only_pod_takes_cpu_no_device_pod_can_use() -> None:
-    # "lean" keeps both GPUs reachable only without the pod; "full" has no free GPU left.
-    nodes = [gpu_node("lean", (0, 0), cpu=32_000), gpu_node("full", (1000, 1000), cpu=32_000)]
+def test_when_cpu_is_short_a_device_pod_keeps_cpu_the_workload_can_still_use() -> None:
+    # Both nodes keep the 1-GPU task fitting (an FGD tie, so FGD takes the first). On "tight"
+    # the pod's 2 CPUs would leave 23, less than the 24-CPU task needs: CPU no task can use.
+    nodes = [gpu_node("tight", (0, 0, 0, 0), cpu=25_000), gpu_node("roomy", (0, 0, 0, 0))]
     pool = pool_of(*nodes)
-    req = cpu_only(8000)
-    scorer = make_policy("suanpan", CPU_HEAVY).bind(pool, np.random.default_rng(0))
-    assert select(scorer.score(req, pool.feasible(req))) == 1
+    req = gpus(cpu=2000)
+    for policy, chosen in (("fgd", 0), ("suanpan", 1)):
+        scorer = make_policy(policy, CPU_HEAVY).bind(pool, np.random.default_rng(0))
+        assert select(scorer.score(req, pool.feasible(req))) == chosen
