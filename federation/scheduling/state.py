@@ -258,6 +258,26 @@ class ClusterState:
             self.cpu_free += usage.cpu_milli
         self._touch(n)
 
+    def take_all(self, usages: list[Usage], *, skip_conflicts: bool = False) -> list[Usage]:
+        """`take` each usage; returns those taken. A conflict skips the usage with
+        `skip_conflicts`, else gives back what was taken and raises `DeviceConflict`."""
+        taken: list[Usage] = []
+        for usage in usages:
+            try:
+                self.take(usage)
+            except DeviceConflict:
+                if skip_conflicts:
+                    continue
+                self.give_all(taken)
+                raise
+            taken.append(usage)
+        return taken
+
+    def give_all(self, usages: list[Usage]) -> None:
+        """Undo `take_all(usages)`."""
+        for usage in reversed(usages):
+            self.give(usage)
+
     def _swap(self, n: NodeState, model: str, before: NodeDevices, after: NodeDevices) -> None:
         index = self.flavors[model]
         tracked = n.node.ready
@@ -347,13 +367,7 @@ class HeldBase:
         self.exact = True  # no usage skipped for a collision
         for reservation in reservations:
             usages = self.state.usages(reservation)
-            taken = []
-            for usage in usages:
-                try:
-                    self.state.take(usage)
-                except DeviceConflict:
-                    continue
-                taken.append(usage)
+            taken = self.state.take_all(usages, skip_conflicts=True)
             self.exact &= len(taken) == len(usages) and id(reservation) not in self.holds
             self.holds[id(reservation)] = (reservation, taken)
             self.taken.append(taken)
@@ -383,20 +397,13 @@ class HeldBase:
         changed = {n.index for n, node in nodes if n.node is not node}
         try:
             for key in [k for k in self.holds if k not in wanted]:
-                for usage in reversed(self.holds.pop(key)[1]):
-                    state.give(usage)
+                state.give_all(self.holds.pop(key)[1])
             state.follow(cluster)
             for _, usages in self.holds.values():
-                for usage in usages:
-                    if usage.node in changed:
-                        state.take(usage)
+                state.take_all([u for u in usages if u.node in changed])
             for key, reservation in wanted.items():
                 if key not in self.holds:
-                    usages = state.usages(reservation)
-                    self.holds[key] = (reservation, [])
-                    for usage in usages:
-                        state.take(usage)
-                        self.holds[key][1].append(usage)
+                    self.holds[key] = (reservation, state.take_all(state.usages(reservation)))
         except DeviceConflict:
             return False
         self.taken = [self.holds[id(r)][1] for r in reservations]
@@ -490,7 +497,7 @@ class State:
         """Add a new placement: charge quota and take its replicas' node usage. Jobs placed
         in this cycle are `fresh`: never preemption victims in the same cycle."""
         cluster = self.clusters[placement.cluster]
-        taken = self._take_all(cluster, cluster.usages(placement))
+        taken = cluster.take_all(cluster.usages(placement))
         self._account(placement, 1)
         self.fresh.add(placement.job.id)
 
@@ -516,7 +523,7 @@ class State:
         cluster, given = self.clusters[placement.cluster], self._free(placement)
 
         def undo() -> None:
-            self._take_all(cluster, given)
+            cluster.take_all(given)
 
         self._log(undo)
 
@@ -526,17 +533,15 @@ class State:
         they hold on their nodes and replicas that join take theirs."""
         cluster = self.clusters[before.cluster]
         given = self._free(replace(before, replicas=before.beyond(after)))
-        taken = self._take_all(
-            cluster, cluster.usages(replace(after, replicas=after.beyond(before)))
-        )
+        taken = cluster.take_all(cluster.usages(replace(after, replicas=after.beyond(before))))
         self._account(before, -1)
         self._account(after, 1)
 
         def undo() -> None:
             self._account(after, -1)
             self._account(before, 1)
-            self._give_all(cluster, taken)
-            self._take_all(cluster, given)
+            cluster.give_all(taken)
+            cluster.take_all(given)
 
         self._log(undo)
 
@@ -559,18 +564,18 @@ class State:
 
     def _add(self, placement: Placement, given: list[Usage]) -> None:
         self._account(placement, 1)
-        self._take_all(self.clusters[placement.cluster], given)
+        self.clusters[placement.cluster].take_all(given)
 
     def _remove(self, placement: Placement, given: list[Usage]) -> None:
         self._account(placement, -1)
-        self._give_all(self.clusters[placement.cluster], given)
+        self.clusters[placement.cluster].give_all(given)
 
     def hold(self, reservation: Placement) -> None:
         """Hold capacity for `reservation.job` (replicas whose devices are taken are skipped)."""
         cluster = self.clusters.get(reservation.cluster)
         if cluster is None:
             return
-        taken = self._take_all(cluster, cluster.usages(reservation), skip_conflicts=True)
+        taken = cluster.take_all(cluster.usages(reservation), skip_conflicts=True)
         held = [(cluster.name, u) for u in taken]
         self.held.setdefault(reservation.job.id, []).extend(held)
         self._log(lambda: self._unhold(reservation.job.id, held))
@@ -586,17 +591,17 @@ class State:
     def take_free(self, cluster: str, usages: list[Usage]) -> list[Usage]:
         """Take the usages whose devices are free (the others are skipped); returns those."""
         state = self.clusters[cluster]
-        taken = self._take_all(state, usages, skip_conflicts=True)
-        self._log(lambda: self._give_all(state, taken))
+        taken = state.take_all(usages, skip_conflicts=True)
+        self._log(lambda: state.give_all(taken))
         return taken
 
     def give_back(self, cluster: str, usages: list[Usage]) -> None:
         """Undo `take_free`, which returned `usages`."""
         state = self.clusters[cluster]
-        self._give_all(state, usages)
+        state.give_all(usages)
 
         def undo() -> None:
-            self._take_all(state, usages)
+            state.take_all(usages)
 
         self._log(undo)
 
@@ -676,27 +681,6 @@ class State:
         """Tenant of a queue ("" if unknown)."""
         q = self.quota.queues.get(queue)
         return q.tenant if q is not None else ""
-
-    @staticmethod
-    def _take_all(
-        cluster: ClusterState, usages: list[Usage], *, skip_conflicts: bool = False
-    ) -> list[Usage]:
-        taken: list[Usage] = []
-        for usage in usages:
-            try:
-                cluster.take(usage)
-            except DeviceConflict:
-                if skip_conflicts:
-                    continue
-                State._give_all(cluster, taken)
-                raise
-            taken.append(usage)
-        return taken
-
-    @staticmethod
-    def _give_all(cluster: ClusterState, usages: list[Usage]) -> None:
-        for usage in reversed(usages):
-            cluster.give(usage)
 
     def _unhold(self, job_id: str, held: list[tuple[str, Usage]]) -> None:
         for cluster, usage in reversed(held):
