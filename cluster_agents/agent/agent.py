@@ -250,9 +250,15 @@ class Agent:
                 await self._session(stop)
                 backoff = 0.5
             except HubUnavailable as exc:
-                log.warning("hub unavailable: %s; retrying in %.1f s", exc, backoff)
-                await sleep_unless_stopped(stop, backoff * random.uniform(0.5, 1.5))
-                backoff = min(backoff * 2, self.config.backoff_max_s)
+                if exc.retry_after_s is not None:  # the hub answered and said when: no back-off
+                    backoff = 0.5
+                    delay = min(exc.retry_after_s, self.config.backoff_max_s)
+                    delay *= random.uniform(1.0, 1.5)
+                else:
+                    delay = backoff * random.uniform(0.5, 1.5)
+                    backoff = min(backoff * 2, self.config.backoff_max_s)
+                log.warning("hub unavailable: %s; retrying in %.1f s", exc, delay)
+                await sleep_unless_stopped(stop, delay)
             except HubRejected as exc:
                 log.error(
                     "hub refused the session: %s; retrying in %.0f s",

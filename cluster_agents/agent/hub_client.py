@@ -37,7 +37,22 @@ M = TypeVar("M", bound=BaseModel)
 
 
 class HubUnavailable(Exception):
-    """The hub could not be reached or failed (5xx, 408, 429); the agent retries with back-off."""
+    """The hub could not be reached or failed (5xx, 408, 429); the agent retries with back-off,
+    or after `retry_after_s` where the hub said when (a request that collided with another in
+    its database, a database restarting)."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds of a `Retry-After` header given in seconds (None: absent, or a date)."""
+    try:
+        seconds = float(value) if value is not None else None
+    except ValueError:
+        return None
+    return seconds if seconds is not None and 0 <= seconds < 3600 else None
 
 
 class HubRejected(Exception):
@@ -135,7 +150,10 @@ class HubApi:
                 if 400 <= resp.status < 500 and resp.status not in _TRANSIENT:
                     raise HubRejected(resp.status, f"{method} {path}: {resp.status} {text[:300]}")
                 if resp.status not in (200, 201):
-                    raise HubUnavailable(f"{method} {url}{path}: {resp.status} {text[:300]}")
+                    raise HubUnavailable(
+                        f"{method} {url}{path}: {resp.status} {text[:300]}",
+                        retry_after(resp.headers.get("Retry-After")),
+                    )
                 return reply.model_validate_json(text)
         except (aiohttp.ClientError, TimeoutError) as exc:
             if self.url == url:
