@@ -206,20 +206,20 @@ class ClusterState:
             for a, b in zip(old, cluster.nodes, strict=True)
         )
 
-    def follow(self, cluster: Cluster) -> None:
-        """Take the usage of `cluster`'s nodes (same static facts, `same_static`)."""
-        for n, node in zip(self.nodes, cluster.nodes, strict=True):
-            if n.node is node:
-                continue
-            fresh = NodeState(n.index, node)
+    def reset(self, cluster: Cluster, nodes: Iterable[int]) -> None:
+        """Take `cluster`'s nodes (same static facts, `same_static`), with only their
+        reported usage on the nodes numbered `nodes`."""
+        for i in nodes:
+            n, node = self.nodes[i], cluster.nodes[i]
+            fresh = NodeState(i, node)
             if node.ready:
                 self.cpu_free += fresh.cpu_free - n.cpu_free
                 for model, devices in n.devices.items():
-                    self.flavors[model].leave(n.index, devices)
+                    self.flavors[model].leave(i, devices)
                 for model, devices in fresh.devices.items():
-                    self.flavors[model].enter(n.index, devices)
-            self.nodes[n.index] = fresh
-            self.owned.add(n.index)
+                    self.flavors[model].enter(i, devices)
+            self.nodes[i] = fresh
+            self.owned.add(i)
         self.cluster = cluster
 
     def _own(self, i: int) -> NodeState:
@@ -350,27 +350,29 @@ class HeldBase:
     """The last state built for a cluster name: its inventory with reservations held on it.
 
     Each cycle holds every reservation (placements the cluster does not report yet) on top of
-    the cluster's inventory; most are the same objects as in the last cycle. `of` derives the
-    new state from the last one: it gives back the holds that are gone, takes the inventory of
-    the nodes whose usage changed (holding again what is held there), and takes the new
-    reservations. That equals holding them all on a fresh state as long as no reservation
-    collides with another on a device (then holding order decides who is skipped, so such a
-    state is rebuilt from scratch every cycle until the collision is gone).
+    the cluster's inventory, in snapshot order, skipping a usage that collides with what is
+    already there; most reservations are the same objects as in the last cycle. `of` derives
+    the new state from the last one: it gives back the holds that are gone and takes the new
+    ones. Usages on different nodes never interact, and where every usage held on a node fits
+    the order they were taken in does not matter. So only *dirty* nodes are built again from
+    their inventory, holding in snapshot order: those whose usage the cluster reports changed,
+    those where a usage was skipped (collided) and a hold was given back or a new one taken,
+    and those where a new hold collides. The result equals holding them all on a fresh state.
     """
 
-    __slots__ = ("exact", "holds", "state", "taken")
+    __slots__ = ("collided", "holds", "state", "taken")
 
     def __init__(self, cluster: Cluster, reservations: list[Placement]) -> None:
         self.state = ClusterState(cluster, 0, itertools.count())
-        self.holds: dict[int, tuple[Placement, list[Usage]]] = {}  # by id of the reservation
+        # by id of the reservation: it, its usages, and whether each was taken
+        self.holds: dict[int, tuple[Placement, list[Usage], list[bool]]] = {}
         self.taken: list[list[Usage]] = []  # per reservation of the last build, in order
-        self.exact = True  # no usage skipped for a collision
-        for reservation in reservations:
+        self.collided: set[int] = set()  # nodes where a usage was skipped
+        for reservation in reservations:  # one listed twice: its second copy collides
             usages = self.state.usages(reservation)
-            taken = self.state.take_all(usages, skip_conflicts=True)
-            self.exact &= len(taken) == len(usages) and id(reservation) not in self.holds
-            self.holds[id(reservation)] = (reservation, taken)
-            self.taken.append(taken)
+            flags = [self._take(u) for u in usages]
+            self.holds[id(reservation)] = (reservation, usages, flags)
+            self.taken.append(self._taken(id(reservation)))
 
     @classmethod
     def of(cls, cluster: Cluster, reservations: list[Placement]) -> HeldBase:
@@ -384,30 +386,71 @@ class HeldBase:
             _BASES[cluster.name] = base
         return base
 
+    def _take(self, usage: Usage) -> bool:
+        """Take one usage, or note its node collided."""
+        try:
+            self.state.take(usage)
+        except DeviceConflict:
+            self.collided.add(usage.node)
+            return False
+        return True
+
+    def _taken(self, key: int) -> list[Usage]:
+        _, usages, flags = self.holds[key]
+        return [u for u, taken in zip(usages, flags, strict=True) if taken]
+
     def _follow(self, cluster: Cluster, reservations: list[Placement]) -> bool:
         """Bring this base to `cluster` and `reservations`; False when it cannot (another
-        static cluster, a collision), then this base is to be discarded."""
+        static cluster, a reservation listed twice), then this base is to be discarded."""
         state = self.state
-        if not self.exact or (state.cluster is not cluster and not state.same_static(cluster)):
+        if state.cluster is not cluster and not state.same_static(cluster):
             return False
         wanted = {id(r): r for r in reservations}
-        if len(wanted) != len(reservations):
+        if len(wanted) != len(reservations) or len(self.holds) != len(self.taken):
             return False
-        nodes = zip(state.nodes, cluster.nodes, strict=True)
-        changed = {n.index for n, node in nodes if n.node is not node}
-        try:
-            for key in [k for k in self.holds if k not in wanted]:
-                state.give_all(self.holds.pop(key)[1])
-            state.follow(cluster)
-            for _, usages in self.holds.values():
-                state.take_all([u for u in usages if u.node in changed])
-            for key, reservation in wanted.items():
-                if key not in self.holds:
-                    self.holds[key] = (reservation, state.take_all(state.usages(reservation)))
-        except DeviceConflict:
-            return False
-        self.taken = [self.holds[id(r)][1] for r in reservations]
+        dirty = {
+            n.index
+            for n, node in zip(state.nodes, cluster.nodes, strict=True)
+            if n.node is not node
+        }
+        for key in [k for k in self.holds if k not in wanted]:
+            _, usages, flags = self.holds.pop(key)
+            for usage, taken in zip(usages, flags, strict=True):
+                if usage.node in dirty:
+                    continue
+                if taken:
+                    state.give(usage)
+                if usage.node in self.collided:  # what it skipped may fit now
+                    dirty.add(usage.node)
+        for key, reservation in wanted.items():
+            if key in self.holds:
+                continue
+            usages = state.usages(reservation)
+            flags = []
+            for usage in usages:
+                fits = usage.node not in dirty and usage.node not in self.collided
+                fits = fits and self._take(usage)
+                if not fits:
+                    dirty.add(usage.node)
+                flags.append(fits)
+            self.holds[key] = (reservation, usages, flags)
+        if dirty:
+            self._rebuild(cluster, reservations, dirty)
+        else:
+            state.cluster = cluster
+        self.taken = [self._taken(id(r)) for r in reservations]
         return True
+
+    def _rebuild(self, cluster: Cluster, reservations: list[Placement], dirty: set[int]) -> None:
+        """Build the `dirty` nodes again from `cluster`'s inventory, holding what the
+        reservations hold there in their order, colliding usages skipped."""
+        self.state.reset(cluster, dirty)
+        self.collided -= dirty
+        for reservation in reservations:
+            _, usages, flags = self.holds[id(reservation)]
+            for i, usage in enumerate(usages):
+                if usage.node in dirty:
+                    flags[i] = self._take(usage)
 
 
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from

@@ -192,7 +192,8 @@ def test_reservations_held_over_cycles_give_the_state_a_fresh_build_gives(
 ) -> None:
     """The state holds reservations incrementally (`HeldBase`): reservations come and go,
     nodes report new usage, a reservation may collide with what a node reports or with another
-    reservation (until it is gone); after each snapshot the state equals one built from nothing
+    reservation (until it is gone), in any order; after each snapshot the state equals one
+    built from nothing
     (no preemption: a victim's pods would leave nodes that never reported them)."""
     snap, pending = scenario
     for step in range(3):
@@ -206,10 +207,14 @@ def test_reservations_held_over_cycles_give_the_state_a_fresh_build_gives(
             kept.append(reported[0].placement)
         if unreported and data.draw(st.booleans()):  # held twice: the second copy collides
             kept.append(replace(unreported[0]))
+        if kept and data.draw(st.booleans()):  # another job held on the same devices
+            twin = kept[data.draw(st.integers(0, len(kept) - 1))]
+            kept.append(replace(twin, job=replace(twin.job, id=f"{twin.job.id}-twin{step}")))
         snap = replace(
             after,
             placements=(*after.placements, *unreported),
-            reservations=(*kept, *unreported),
+            # in any order: a new hold may come before the ones it collides with
+            reservations=tuple(data.draw(st.permutations([*kept, *unreported]))),
         )
         warm = State(snap).fingerprint()
         state_module._BASES.clear()
