@@ -201,6 +201,7 @@ class HubConfig:
     """Everything the operators' file sets."""
 
     interval_s: float = 1.0
+    cycle_target_s: float = 1.0  # a cycle's window of a long queue is sized to take this long
     core: SchedulerConfig = field(default_factory=SchedulerConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
     retry: RetryPolicy = DEFAULT_RETRY
@@ -235,6 +236,7 @@ class _Backfill(_File):
 
 class _Scheduling(_File):
     interval_seconds: Seconds = Field(default=1.0, gt=0, le=60, alias="intervalSeconds")
+    cycle_target_seconds: Seconds = Field(default=1.0, gt=0, le=60, alias="cycleTargetSeconds")
     weights: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
     preemption: _Preemption = _Preemption()
     backfill: _Backfill = _Backfill()
@@ -438,6 +440,7 @@ def parse_hub_config(text: str) -> HubConfig:
     limits = parsed.rate_limits
     return HubConfig(
         interval_s=s.interval_seconds,
+        cycle_target_s=s.cycle_target_seconds,
         core=core,
         health=HealthConfig(
             parsed.health.not_ready_after_seconds,

@@ -26,6 +26,11 @@ DECISIONS = Counter(
 PENDING = Gauge(
     "suanpan_scheduler_pending_jobs", "Jobs waiting at the last cycle", registry=LOOP_REGISTRY
 )
+WINDOW = Gauge(
+    "suanpan_scheduler_window_jobs",
+    "Queued jobs the next cycle considers at most (sized to take scheduling.cycleTargetSeconds)",
+    registry=LOOP_REGISTRY,
+)
 PARKED = Gauge(
     "suanpan_scheduler_parked_jobs",
     "Waiting jobs the next cycle skips until something they could use appears",

@@ -20,6 +20,7 @@ from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
 from federation.controllers.leader import Leadership, LostLeadership
+from federation.controllers.pacing import Pace
 from federation.controllers.services import Reconciled, ServiceController
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
@@ -64,6 +65,7 @@ class SchedulerLoop:
         self._fleet = snapshot.FleetCache()
         self.listener = listener
         self.leadership = Leadership(db.url)
+        self.pace = Pace(self.config.cycle_target_s)  # how much of a long queue a cycle reads
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
         self._parked: Parked | None = None  # what the last written cycle parked
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
@@ -80,7 +82,12 @@ class SchedulerLoop:
         async with self.db.transaction() as conn:
             await conn.exec_driver_sql("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
             read = await snapshot.read(
-                conn, self.catalog, now=now, cache=self._compiled, fleet_cache=self._fleet
+                conn,
+                self.catalog,
+                now=now,
+                cache=self._compiled,
+                fleet_cache=self._fleet,
+                window=self.pace.window,
             )
         read_done = time.perf_counter()
         held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
@@ -110,7 +117,9 @@ class SchedulerLoop:
             time.process_time() - cpu_start,
             len(result.parked.jobs) if result.parked is not None else 0,
         )
+        self.pace.observe(report.pending, report.seconds)
         metrics.CYCLE_SECONDS.observe(report.seconds)
+        metrics.WINDOW.set(self.pace.size)
         metrics.PENDING.set(len(result.pending))
         metrics.PARKED.set(report.parked)
         for kind in ("placed", "preempted", "rejected"):

@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.catalog import Catalog
 from federation.compiled import CompiledJob, JobFacts, core_job, held_replicas
+from federation.controllers.pacing import WHOLE, Window
 from federation.controllers.row_stamps import (
     HELD_STAMPS,
     JOB_STAMPS,
@@ -138,8 +139,6 @@ class HeldModel:
     invalid: str | None
 
 
-HEAD = 2500  # jobs at the head of the queue every cycle considers
-WINDOW = 2500  # jobs behind the head a cycle considers, rotating through the rest
 RETAIN = 16  # cycles a queued job outside the window keeps what was modeled from it
 
 
@@ -157,7 +156,7 @@ class CompiledCache:
         self._seen: set[uuid.UUID] = set()
         self.held_rows: StampedRows[HeldModel] = StampedRows()
         # a queued job keeps its model through a rotation of the window over a queue of up to
-        # HEAD + RETAIN * WINDOW jobs; a longer queue's are decoded again when they return
+        # head + RETAIN * rotating jobs; a longer queue's are decoded again when they return
         self.queued_rows: StampedRows[QueuedModel] = StampedRows(retain=RETAIN)
         self.rotation = 0  # where the pending window continues next cycle
 
@@ -473,29 +472,30 @@ def _run_time(row: Any, now: float) -> float:
 
 
 async def _pending_rows(
-    conn: AsyncConnection, base: sa.Select[Any], cache: CompiledCache
+    conn: AsyncConnection, base: sa.Select[Any], cache: CompiledCache, window: Window
 ) -> list[Any]:
-    """The rows of `base` (of `of_jobs`) of the head of the queue plus a window rotating over
-    the rest, so that every queued job is considered within ceil((queued - HEAD) / WINDOW)
-    cycles, whatever the queue's length."""
+    """The rows of `base` (of `of_jobs`) of the window's head of the queue plus its rotating
+    part over the rest, so that every queued job is considered within
+    ceil((queued - head) / rotating) cycles, whatever the queue's length."""
+    head, rotating = window.head, window.rotating
     queued = base.where(
         jobs.c.state == "Queued",
         sa.or_(jobs.c.not_before.is_(None), jobs.c.not_before <= sa.func.now()),
     ).order_by(jobs.c.priority.desc(), jobs.c.queued_at, jobs.c.id)
-    rows: list[Any] = list(await conn.execute(queued.limit(HEAD + WINDOW + 1)))
-    if len(rows) <= HEAD + WINDOW:
+    rows: list[Any] = list(await conn.execute(queued.limit(head + rotating + 1)))
+    if len(rows) <= head + rotating:
         cache.rotation = 0
         return rows
-    rest: list[Any] = list(await conn.execute(queued.offset(HEAD + cache.rotation).limit(WINDOW)))
-    if len(rest) < WINDOW:  # past the end: wrap to just behind the head
-        wrap = list(await conn.execute(queued.offset(HEAD).limit(WINDOW - len(rest))))
+    rest: list[Any] = list(await conn.execute(queued.offset(head + cache.rotation).limit(rotating)))
+    if len(rest) < rotating:  # past the end: wrap to just behind the head
+        wrap = list(await conn.execute(queued.offset(head).limit(rotating - len(rest))))
         rest += wrap
         cache.rotation = len(wrap)
     else:
-        cache.rotation += WINDOW
-    seen = {r.id for r in rows[:HEAD]}
+        cache.rotation += rotating
+    seen = {r.id for r in rows[:head]}
     unique = {r.id: r for r in rest if r.id not in seen}
-    return rows[:HEAD] + list(unique.values())
+    return rows[:head] + list(unique.values())
 
 
 async def _not_reported(
@@ -536,8 +536,10 @@ async def read(
     now: float,
     cache: CompiledCache | None = None,
     fleet_cache: FleetCache | None = None,
+    window: Window = WHOLE,
 ) -> Read:
-    """Everything one cycle needs, read in the caller's (repeatable-read) transaction.
+    """Everything one cycle needs, read in the caller's (repeatable-read) transaction; of the
+    queued jobs, those of `window`.
 
     Only what changed is read and decoded: held and queued jobs' rows and what is modeled from
     them come from `cache.held_rows` and `cache.queued_rows` unless their rows were written
@@ -577,7 +579,7 @@ async def read(
     )
     queued = await cache.queued_rows.read(
         conn,
-        await _pending_rows(conn, JOB_STAMPS, cache),
+        await _pending_rows(conn, JOB_STAMPS, cache, window),
         lambda ids: base.where(job_among(ids)),
     )
     cache.keep(h.row.id for h in held)

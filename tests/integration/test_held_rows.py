@@ -21,6 +21,7 @@ import sqlalchemy as sa
 
 from federation.catalog import load_catalog
 from federation.controllers import snapshot
+from federation.controllers.pacing import Pace, Window
 from federation.controllers.scheduler import SchedulerLoop
 from federation.scheduling.model import Placement
 from federation.store.tables import clusters, events, jobs, placements, queues, tenants
@@ -47,11 +48,10 @@ async def _jobs(hub: Hub, *states: str) -> list[str]:
 
 
 async def test_a_warm_held_row_cache_reads_what_a_fresh_read_does(
-    hub: Hub, monkeypatch: pytest.MonkeyPatch
+    hub: Hub,
 ) -> None:
     # a window of 4 over the 6+ waiting jobs: queued jobs rotate out and back in
-    monkeypatch.setattr(snapshot, "HEAD", 1)
-    monkeypatch.setattr(snapshot, "WINDOW", 3)
+    window = Window(1, 3)
     rng = random.Random(11)
     user = await hub.tenant_with_queue("acme")
     _, issued = await hub.call(
@@ -64,6 +64,7 @@ async def test_a_warm_held_row_cache_reads_what_a_fresh_read_does(
         "POST", "/v1/agent/inventory", agent, json={"generation": 1, "full": True, "nodes": nodes}
     )
     loop = SchedulerLoop(hub.db, load_catalog())
+    loop.pace = Pace(1.0, smallest=4, largest=4)  # it places a few of the waiting jobs a cycle
     assert await loop.leadership.acquire()
     for i in range(30):  # 24 fit
         await hub.call("POST", "/v1/jobs", user, json=_job(f"j{i}", 1, 2))
@@ -126,8 +127,8 @@ async def test_a_warm_held_row_cache_reads_what_a_fresh_read_does(
         cold = snapshot.CompiledCache()
         cold.rotation = cache.rotation  # the same window
         async with hub.db.transaction() as conn:
-            warm = await snapshot.read(conn, catalog, now=now, cache=cache)
-            fresh = await snapshot.read(conn, catalog, now=now, cache=cold)
+            warm = await snapshot.read(conn, catalog, now=now, cache=cache, window=window)
+            fresh = await snapshot.read(conn, catalog, now=now, cache=cold, window=window)
         for part in ("placements", "reservations"):
             assert _by_job(getattr(warm.snapshot, part)) == _by_job(
                 getattr(fresh.snapshot, part)

@@ -22,6 +22,7 @@ from deploy.local.kube import wait_for
 from federation.catalog import load_catalog
 from federation.controllers import leader, snapshot
 from federation.controllers.leader import LOCK_KEY, Leadership, LostLeadership
+from federation.controllers.pacing import Pace, Window
 from federation.controllers.scheduler import SchedulerLoop
 from federation.scheduling import parking
 from federation.scheduling.framework import SchedulerConfig
@@ -560,11 +561,9 @@ async def test_a_queues_fair_share_is_its_weighted_dominant_share_of_its_cohort(
 
 
 async def test_every_queued_job_is_considered_within_a_bounded_number_of_cycles(
-    hub: Hub, monkeypatch: pytest.MonkeyPatch
+    hub: Hub,
 ) -> None:
     """No silent cap: past the head, a window rotates over the rest of the queue."""
-    monkeypatch.setattr(snapshot, "HEAD", 2)
-    monkeypatch.setattr(snapshot, "WINDOW", 3)
     user = await hub.tenant_with_queue("acme")
     await _agent(hub, "east", [_node("n1", used=6)])
     ids = []
@@ -572,7 +571,9 @@ async def test_every_queued_job_is_considered_within_a_bounded_number_of_cycles(
         _, job = await hub.call("POST", "/v1/jobs", user, json=_job(f"w{n}", replicas=1, count=4))
         ids.append(job["id"])
     loop = await _loop(hub)
-    for _ in range(-(-(12 - 2) // 3)):  # ceil((queued - HEAD) / WINDOW) cycles
+    loop.pace = Pace(1.0, smallest=5, largest=5)  # a head of 2, 3 rotating
+    assert loop.pace.window == Window(2, 3)
+    for _ in range(-(-(12 - 2) // 3)):  # ceil((queued - head) / rotating) cycles
         await loop.cycle()
     for job_id in ids:
         _, why = await hub.call("GET", f"/v1/jobs/{job_id}/explain", user)

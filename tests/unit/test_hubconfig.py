@@ -22,6 +22,7 @@ from federation.hubconfig import (
 FULL = """
 scheduling:
   intervalSeconds: 0.5
+  cycleTargetSeconds: 2.5
   weights: {packing: 2, performance: 1, locality: 0, retry: 5}
   preemption: {enabled: false, compareClusters: 0}
   backfill: {enabled: false, reservationsPerQueue: 3, minDevices: 16, minWaitSeconds: 120}
@@ -43,6 +44,7 @@ services: {intervalSeconds: 0.5, stuckAfterSeconds: 4}
 def test_every_field_is_read() -> None:
     config = parse_hub_config(FULL)
     assert config.interval_s == 0.5
+    assert config.cycle_target_s == 2.5
     assert dict(config.core.score_weights) == {
         "packing": 2,
         "performance": 1,
@@ -80,6 +82,7 @@ def test_absent_file_and_empty_document_are_the_defaults(tmp_path: Path) -> None
         ("scheduling: {preemption: {enabled: 'off'}}", "scheduling.preemption.enabled"),
         ("scheduling: {backfill: {minDevices: 0}}", "scheduling.backfill.minDevices"),
         ("scheduling: {maxAssignments: 0}", "scheduling.maxAssignments"),
+        ("scheduling: {cycleTargetSeconds: 0}", "scheduling.cycleTargetSeconds"),
         ("gang: {timeoutSeconds: -1}", "gang.timeoutSeconds"),
         ("gang: {timeout: 3}", "gang.timeout"),
         ("history: {intervalSeconds: 0}", "history.intervalSeconds"),
