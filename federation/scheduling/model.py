@@ -190,6 +190,13 @@ class Job:
     since_checkpoint_s: float | None = None  # seconds since the checkpoint it last reported
 
     @property
+    def run_times_matter(self) -> bool:
+        """Whether the core reads this job's run times (`runtime_s`, `since_checkpoint_s`):
+        for a victim's cost (preemptible jobs) and an expected end (`max_runtime_s`). A shell
+        may leave them unset otherwise; a property test holds the core to it."""
+        return self.preemptible or self.max_runtime_s is not None
+
+    @property
     def lost_s(self) -> float:
         """Seconds of work an eviction now loses: since the latest checkpoint known (one every
         `checkpoint_interval_s` from the start, or the reported one), else since the start."""

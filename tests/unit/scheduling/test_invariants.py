@@ -11,7 +11,7 @@ from federation.scheduling import state as state_module
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
 from federation.scheduling.framework import SchedulerConfig
-from federation.scheduling.model import Job, Snapshot
+from federation.scheduling.model import Job, Placement, Snapshot
 from federation.scheduling.state import State
 
 from .builders import ASCEND_910, H100, advance, cluster, job, node, queue, snapshot, without
@@ -220,3 +220,61 @@ def test_reservations_held_over_cycles_give_the_state_a_fresh_build_gives(
         state_module._BASES.clear()
         assert State(snap).fingerprint() == warm
         pending = data.draw(job_lists(f"s{step}-", 4, top_priority=6))
+
+
+def _decisions(result: CycleResult) -> tuple[object, ...]:
+    """What a cycle decided, by job id (the placements' jobs carry their run times)."""
+
+    def where(p: Placement) -> tuple[object, ...]:
+        return (p.job.id, p.cluster, p.flavors, p.replicas)
+
+    return (
+        [(where(p.placement), p.scores) for p in result.placed],
+        [
+            (
+                p.preemptor.id,
+                [where(v) for v in p.victims],
+                where(p.reservation),
+                p.reason,
+                [(where(r.before), where(r.placement)) for r in p.shrunk],
+            )
+            for p in result.preempted
+        ],
+        [(p.job.id, p.reasons) for p in result.pending],
+        [(p.job.id, p.reasons) for p in result.rejected],
+        [(where(r.placement), r.start, r.relies_on) for r in result.reserved],
+        [(where(r.before), where(r.placement), r.reason) for r in result.resized],
+    )
+
+
+@SETTINGS
+@given(scenarios(), st.data())
+def test_run_times_the_core_says_do_not_matter_change_no_decision(
+    scenario: tuple[Snapshot, list[Job]], data: st.DataObject
+) -> None:
+    """The snapshot read leaves the run times of a job unset when `run_times_matter` says the
+    core never reads them (not preemptible, no run limit): setting them changes nothing."""
+    snap, pending = scenario
+    placements = []
+    for p in snap.placements:
+        job = p.job
+        if data.draw(st.booleans()):
+            job = replace(job, max_runtime_s=float(data.draw(st.integers(1, 100))))
+        runtime = float(data.draw(st.integers(0, 100)))
+        since = data.draw(st.none() | st.integers(0, 100).map(float))
+        placements.append((replace(p, job=job), runtime, since))
+    unset = replace(snap, placements=tuple(p for p, _, _ in placements))
+    timed = replace(
+        snap,
+        placements=tuple(
+            p
+            if p.job.run_times_matter
+            else replace(p, job=replace(p.job, runtime_s=runtime, since_checkpoint_s=since))
+            for p, runtime, since in placements
+        ),
+    )
+    eager = SchedulerConfig(reservation_min_devices=1)  # reservations count on expected ends
+    for config in (SchedulerConfig(), eager):
+        assert _decisions(schedule(timed, pending, now=200, config=config)) == _decisions(
+            schedule(unset, pending, now=200, config=config)
+        )
