@@ -356,8 +356,9 @@ class HeldBase:
     ones. Usages on different nodes never interact, and where every usage held on a node fits
     the order they were taken in does not matter. So only *dirty* nodes are built again from
     their inventory, holding in snapshot order: those whose usage the cluster reports changed,
-    those where a usage was skipped (collided) and a hold was given back or a new one taken,
-    and those where a new hold collides. The result equals holding them all on a fresh state.
+    those where a usage was skipped (collided: there the order decides, and it may change
+    between snapshots), and those where a new hold collides. The result equals holding them
+    all on a fresh state.
     """
 
     __slots__ = ("collided", "holds", "state", "taken")
@@ -408,7 +409,8 @@ class HeldBase:
         wanted = {id(r): r for r in reservations}
         if len(wanted) != len(reservations) or len(self.holds) != len(self.taken):
             return False
-        dirty = {
+        # collided nodes are built again every cycle: the order of their holds decides
+        dirty = self.collided | {
             n.index
             for n, node in zip(state.nodes, cluster.nodes, strict=True)
             if n.node is not node
@@ -416,20 +418,15 @@ class HeldBase:
         for key in [k for k in self.holds if k not in wanted]:
             _, usages, flags = self.holds.pop(key)
             for usage, taken in zip(usages, flags, strict=True):
-                if usage.node in dirty:
-                    continue
-                if taken:
+                if taken and usage.node not in dirty:
                     state.give(usage)
-                if usage.node in self.collided:  # what it skipped may fit now
-                    dirty.add(usage.node)
         for key, reservation in wanted.items():
             if key in self.holds:
                 continue
             usages = state.usages(reservation)
             flags = []
             for usage in usages:
-                fits = usage.node not in dirty and usage.node not in self.collided
-                fits = fits and self._take(usage)
+                fits = usage.node not in dirty and self._take(usage)
                 if not fits:
                     dirty.add(usage.node)
                 flags.append(fits)
