@@ -7,9 +7,11 @@ gangs, some shares). `SchedulerLoop.cycle()` then runs until nothing more is pla
 is read (snapshot) -> core -> write-back, timed per phase. No agents run: placed jobs keep
 their reservations, so the fleet fills as a burst would.
 
-Full fleet: 15,000 more 4-device jobs are then queued; once the fleet is full and thousands
-wait, one cycle tries every waiting job (as a loop without parked jobs would) and the next
-ones skip the parked jobs (`federation/scheduling/parking.py`).
+Cycles consider the window the loop's pace gives them (`federation/controllers/pacing.py`:
+sized to take `scheduling.cycleTargetSeconds`). Full fleet: 15,000 more 4-device jobs are then
+queued; once the fleet is full and thousands wait, one cycle over the largest window (5,000)
+tries every job in it (as a loop without parked jobs would) and the next ones skip the parked
+jobs (`federation/scheduling/parking.py`).
 
 Cold start: the placed jobs are then finished and copied up to 100,000 finished jobs, 10,000
 new jobs are queued, and a new loop (empty caches, as after a restart) runs its first cycle.
@@ -32,6 +34,7 @@ from api.hub_cli import GC_THRESHOLDS
 from bench.results import Figure
 from federation.catalog import load_catalog
 from federation.compiler import compile_job
+from federation.controllers.pacing import LARGEST, Pace
 from federation.controllers.scheduler import CycleReport, SchedulerLoop
 from federation.spec import JobManifest
 from federation.store import agents, migrate, registration, tenancy
@@ -173,6 +176,7 @@ async def _full_fleet(db: Database, loop: SchedulerLoop) -> tuple[CycleReport, l
     while (await loop.cycle()).written.placed:
         pass
     loop._parked = None  # bench-only: the counterfactual cycle that tries everything
+    loop.pace = Pace(loop.config.cycle_target_s, smallest=LARGEST)  # the largest window
     trying = await loop.cycle()
     parked = [await loop.cycle() for _ in range(PARKED_CYCLES)]
     print("full fleet, trying all:", trying)
