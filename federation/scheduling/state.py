@@ -19,7 +19,7 @@ import itertools
 import threading
 from bisect import bisect_left, insort
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -450,6 +450,9 @@ class HeldBase:
                     flags[i] = self._take(usage)
 
 
+# the quota demand of the placements of the last state built, by id (with the placement, so
+# that the id names that object while it is here)
+_DEMANDS: dict[int, tuple[Placement, Mapping[str, int]]] = {}
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
 _BASES: dict[str, HeldBase] = {}  # by cluster name: the last snapshot's, reservations held
 _BASES_LOCK = threading.Lock()  # a base changes in place: one state is derived at a time
@@ -653,17 +656,24 @@ class State:
     # --- helpers ---------------------------------------------------------------------------
 
     def _account_running(self, placements: Iterable[Placement]) -> None:
-        """`_account(p, 1)` for every placement, in bulk: one quota charge per queue, tasks
-        object and flavors (a shell sharing one `tasks` tuple among jobs of one shape pays
-        once), one count per cluster and queue, per cluster and priority."""
-        shapes: dict[tuple[str, int, tuple[str, ...]], tuple[Placement, int]] = {}
+        """`_account(p, 1)` for every placement, in bulk: one quota charge per queue, one
+        count per cluster and queue, per cluster and priority. What a placement demands of
+        quota is kept while it is the same object (`_DEMANDS`): the snapshot read keeps it so
+        while its job's row is unchanged."""
+        global _DEMANDS
+        known, demands = _DEMANDS, {}
+        totals: dict[str, dict[str, int]] = {}
         where: Counter[tuple[str, str]] = Counter()
         preemptible: Counter[tuple[str, int]] = Counter()
         for placement in placements:  # all alive while this runs: an id names one object
             job, cluster = placement.job, placement.cluster
-            key = (job.queue, id(job.tasks), placement.flavors)
-            first, count = shapes.get(key, (placement, 0))
-            shapes[key] = (first, count + 1)
+            found = known.get(id(placement))
+            if found is None or found[0] is not placement:
+                found = (placement, demand(job, _options(placement)))
+            demands[id(placement)] = found
+            total = totals.setdefault(job.queue, {})
+            for resource, amount in found[1].items():
+                total[resource] = total.get(resource, 0) + amount
             self.placements[job.id] = placement
             self.by_cluster.setdefault(cluster, {})[job.id] = placement
             self.by_queue.setdefault(job.queue, {})[job.id] = placement
@@ -675,9 +685,9 @@ class State:
             where[cluster, job.queue] += 1
             if job.preemptible:
                 preemptible[cluster, job.priority] += 1
-        for (queue, _, _), (placement, count) in shapes.items():
-            amounts = demand(placement.job, _options(placement))
-            self.quota.charge(queue, {r: count * a for r, a in amounts.items()})
+        _DEMANDS = demands  # swapped whole: states built at once in threads each read one
+        for queue, amounts in totals.items():
+            self.quota.charge(queue, amounts)
         for (cluster, priority), count in preemptible.items():
             counts = self.preemptible.setdefault(cluster, {})
             counts[priority] = counts.get(priority, 0) + count

@@ -218,6 +218,7 @@ def test_reservations_held_over_cycles_give_the_state_a_fresh_build_gives(
         )
         warm = State(snap).fingerprint()
         state_module._BASES.clear()
+        state_module._DEMANDS.clear()
         assert State(snap).fingerprint() == warm
         pending = data.draw(job_lists(f"s{step}-", 4, top_priority=6))
 
