@@ -41,17 +41,13 @@ async def test_a_session_the_cluster_api_fails_is_retried_not_fatal() -> None:
     assert backend.calls == 2
 
 
-class CollidingHub:
+class CollidingHub(StoppedApiserver):
     """A backend whose sessions keep failing as a hub answers a request that collided with
     another in its database: 503 with `Retry-After`."""
 
     def __init__(self, stop: asyncio.Event, failures: int) -> None:
-        self.stop = stop
+        super().__init__(stop)
         self.failures = failures
-        self.calls = 0
-
-    def now(self) -> float:
-        return 10.0
 
     async def facts(self) -> None:
         self.calls += 1
