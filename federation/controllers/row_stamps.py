@@ -26,7 +26,7 @@ from federation.store.lifecycle import HOLDING_STATES
 from federation.store.tables import jobs, placements, queues, tenants
 
 Derived = TypeVar("Derived")
-Stamp = tuple[int, ...]  # the xmin of each row a job is read with
+Stamp = str  # the xmin of each row a job is read with, joined: compared whole
 
 
 def job_among(ids: Sequence[uuid.UUID]) -> sa.ColumnElement[bool]:
@@ -35,8 +35,10 @@ def job_among(ids: Sequence[uuid.UUID]) -> sa.ColumnElement[bool]:
     return jobs.c.id == sa.any_(sa.bindparam("ids", list(ids), type_=ARRAY(jobs.c.id.type)))
 
 
-def _xmin(table: sa.Table) -> sa.ColumnElement[int]:
-    return sa.literal_column(f"{table.name}.xmin::text::bigint", sa.BigInteger)
+def _stamp(*tables: sa.Table) -> sa.ColumnElement[str]:
+    """The `xmin`s of these tables' rows as one text (one column to read and compare)."""
+    joined = ", ".join(f"{t.name}.xmin" for t in tables)
+    return sa.literal_column(f"concat_ws(':', {joined})", sa.Text).label("stamp")
 
 
 def of_jobs(*columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
@@ -49,7 +51,7 @@ def of_jobs(*columns: sa.ColumnElement[Any]) -> sa.Select[Any]:
 
 
 # a queued job's stamp; a held one's adds its active placement's (`held_from`)
-JOB_STAMPS = of_jobs(jobs.c.id, _xmin(jobs), _xmin(tenants), _xmin(queues))
+JOB_STAMPS = of_jobs(jobs.c.id, _stamp(jobs, tenants, queues))
 
 
 def held_from(select: sa.Select[Any]) -> sa.Select[Any]:
@@ -60,7 +62,7 @@ def held_from(select: sa.Select[Any]) -> sa.Select[Any]:
     ).where(jobs.c.state.in_(HOLDING_STATES), placements.c.state == "Active")
 
 
-HELD_STAMPS = held_from(JOB_STAMPS.add_columns(_xmin(placements)))
+HELD_STAMPS = held_from(of_jobs(jobs.c.id, _stamp(jobs, tenants, queues, placements)))
 
 
 @dataclass(slots=True)
@@ -96,7 +98,7 @@ class StampedRows(Generic[Derived]):
         A job is forgotten once `retain` reads have passed without it in their scan."""
         self._reads += 1
         known = self._rows
-        stamps: list[tuple[uuid.UUID, Stamp]] = [(r.id, tuple(r[1:])) for r in scan]
+        stamps: list[tuple[uuid.UUID, Stamp]] = [tuple(r) for r in scan]
         changed = [i for i, stamp in stamps if (h := known.get(i)) is None or h.stamp != stamp]
         fresh: dict[uuid.UUID, Any] = {}
         if changed:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -137,23 +138,26 @@ class HeldModel:
     cluster: str
     placement: Placement | None
     invalid: str | None
+    elastic: bool  # whether the placement's replica counts may change (kept: asked each cycle)
 
 
 RETAIN = 16  # cycles a queued job outside the window keeps what was modeled from it
+PRUNE_EVERY = 16  # reads between two prunes of the compiled forms no read needs any more
 
 
 class CompiledCache:
     """What never changes for a compiled form (its decoded job and core tasks, by `FormKey`;
     a shard's tasks under each cap) and for a placement (job id, epoch, revision: its
-    flavors, replicas and counts), decoded once and forgotten once no read sees it; and the
-    rows of held and of queued jobs with what was derived from them (`held_rows`,
-    `queued_rows`: kept while unchanged, see `row_stamps`)."""
+    flavors, replicas and counts), decoded once and forgotten at a prune once no read sees
+    it; and the rows of held and of queued jobs with what was derived from them
+    (`held_rows`, `queued_rows`: kept while unchanged, see `row_stamps`)."""
 
     def __init__(self) -> None:
         self._jobs: dict[FormKey, tuple[CompiledJob, tuple[Task, ...]] | str] = {}
         self._capped: dict[tuple[FormKey, int], tuple[Task, ...]] = {}
         self._placements: dict[tuple[uuid.UUID, int, int], dict[str, Any]] = {}
-        self._seen: set[uuid.UUID] = set()
+        self._seen: set[uuid.UUID] = set()  # jobs loaded since the last prune
+        self._reads = 0
         self.held_rows: StampedRows[HeldModel] = StampedRows()
         # a queued job keeps its model through a rotation of the window over a queue of up to
         # head + RETAIN * rotating jobs; a longer queue's are decoded again when they return
@@ -235,12 +239,14 @@ class CompiledCache:
             ),
         )
 
-    def keep(self, job_ids: Iterable[uuid.UUID]) -> None:
-        """Count these jobs as seen by this read (their forms survive the next prune)."""
-        self._seen.update(job_ids)
-
-    def prune(self) -> None:
-        """Forget jobs not asked for since the last prune, and replaced forms."""
+    def prune(self, alive: Callable[[], Iterable[uuid.UUID]]) -> None:
+        """At every `PRUNE_EVERY`-th read, forget the jobs neither in `alive()` (the jobs of
+        this read) nor loaded since the last prune (marking every job each read cost as much
+        as the held jobs, every cycle)."""
+        self._reads += 1
+        if self._reads % PRUNE_EVERY:
+            return
+        self._seen.update(alive())
         keys = {k: v for k, v in self._jobs.items() if k[0] in self._seen}
         self._jobs = keys
         self._capped = {k: v for k, v in self._capped.items() if k[0] in keys}
@@ -582,8 +588,6 @@ async def read(
         await _pending_rows(conn, JOB_STAMPS, cache, window),
         lambda ids: base.where(job_among(ids)),
     )
-    cache.keep(h.row.id for h in held)
-    cache.keep(q.row.id for q in queued)
     avoided = await _gang_failures(conn, cluster_names)
     new = [h.row for h in held if h.derived is None]
     await cache.load(conn, [form_key(r) for r in new], [(r.id, r.epoch, r.revision) for r in new])
@@ -654,7 +658,13 @@ async def read(
         if derived is None or derived.cluster != cluster:
             placement = modeled(row, cluster)
             invalid = result.invalid.get(str(row.id))
-            derived = h.derived = HeldModel(job_ref(row, row.revision), cluster, placement, invalid)
+            derived = h.derived = HeldModel(
+                job_ref(row, row.revision),
+                cluster,
+                placement,
+                invalid,
+                placement is not None and placement.job.elastic,
+            )
         record(derived)
         placement = derived.placement
         if placement is None:
@@ -665,7 +675,7 @@ async def read(
         placed.append(placement)
         if row.state in UNCOUNTED_STATES:
             reservations.append(placement)
-        elif job.elastic:
+        elif derived.elastic:
             elastic[(row.id, row.epoch)] = placement
         if row.state == "Preempting":
             preempting.add(job.id)
@@ -680,7 +690,7 @@ async def read(
         record(known)
         if known.job is not None:
             result.pending.append(timed(known.job, row))
-    cache.prune()
+    cache.prune(lambda: itertools.chain((h.row.id for h in held), (q.row.id for q in queued)))
     result.snapshot = Snapshot(
         clusters=tuple(fleet),
         queues=tuple(queue_list),
