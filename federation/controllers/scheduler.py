@@ -202,9 +202,11 @@ class SchedulerLoop:
             decided = report.written.placed or report.written.preempted
             if decided or report.written.rejected:
                 log.info("cycle: %s", report)
-            # a cycle that placed nothing is not followed at once by another: while
+            # a cycle that decided something is followed at once by the next (more may fit,
+            # or wait outside its window); one that decided nothing is not: while
             # submissions stream in, each would wake a cycle over the whole queue
-            await self._wait(stop, 0.0 if decided else report.seconds)
+            if not decided:
+                await self._wait(stop, report.seconds)
 
     async def _wait(self, stop: asyncio.Event, settle_s: float) -> None:
         """Until a job is submitted or changes (at least `settle_s`), or the interval ends."""
@@ -213,12 +215,13 @@ class SchedulerLoop:
             await sleep_unless_stopped(stop, interval)
             return
         woken = asyncio.create_task(self.listener.wait(JOBS, seconds=interval))
+        stopped = asyncio.create_task(stop.wait())
         try:
             await sleep_unless_stopped(stop, min(settle_s, interval))
-            if not stop.is_set():
-                await woken
+            if not stop.is_set():  # a stop ends the wait too: the hub shuts down at once
+                await asyncio.wait({woken, stopped}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            await cancel_all([woken])
+            await cancel_all([woken, stopped])
 
 
 def _observe(placed: list[Placement], now: float) -> None:

@@ -24,10 +24,12 @@ from federation.controllers import leader, snapshot
 from federation.controllers.leader import LOCK_KEY, Leadership, LostLeadership
 from federation.controllers.pacing import Pace, Window
 from federation.controllers.scheduler import SchedulerLoop
+from federation.hubconfig import HubConfig
 from federation.scheduling import parking
 from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.state import State
 from federation.store.database import DATABASE_DOWN
+from federation.store.listener import JOBS, Listener
 from federation.store.tables import jobs
 from tests.integration.conftest import Hub
 
@@ -641,3 +643,37 @@ async def test_run_limits_and_checkpoints_reach_the_core_and_the_agent(hub: Hub)
     await hub.call("POST", f"/v1/jobs/{first['id']}/cancel", user)
     status, problem = await hub.call("POST", f"/v1/jobs/{first['id']}/checkpoint", user)
     assert status == 409, problem
+
+
+async def test_a_backlog_longer_than_the_window_is_placed_without_waiting_for_submissions(
+    hub: Hub,
+) -> None:
+    """Found by the fleet benchmark: after a cycle that placed jobs, the loop waited for the
+    next submission (or `intervalSeconds`) although more of the queue fitted; a burst that had
+    stopped arriving then took a cycle and an interval per window."""
+    user = await hub.tenant_with_queue("acme")
+    await _agent(hub, "east", [_node("n1"), _node("n2")])
+    for n in range(12):
+        await hub.call("POST", "/v1/jobs", user, json=_job(f"b{n}", replicas=1, count=1))
+    listener = Listener(hub.db.url)
+    await listener.start(JOBS)
+    loop = SchedulerLoop(
+        hub.db, load_catalog(), config=HubConfig(interval_s=30.0), listener=listener
+    )
+    loop.pace = Pace(1.0, smallest=4, largest=4)  # three windows of the 12 queued
+    stop = asyncio.Event()
+    running = asyncio.create_task(loop.run(stop))
+    try:
+
+        async def all_placed() -> bool:
+            async with hub.db.connection() as conn:
+                queued = await conn.scalar(
+                    sa.select(sa.func.count()).select_from(jobs).where(jobs.c.state == "Queued")
+                )
+            return queued == 0
+
+        await wait_for("the backlog placed", all_placed, 10)  # one interval alone is 30 s
+    finally:
+        stop.set()
+        await running
+        await listener.close()
