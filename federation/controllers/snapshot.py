@@ -6,7 +6,7 @@ import itertools
 import logging
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
@@ -239,14 +239,14 @@ class CompiledCache:
             ),
         )
 
-    def prune(self, alive: Callable[[], Iterable[uuid.UUID]]) -> None:
-        """At every `PRUNE_EVERY`-th read, forget the jobs neither in `alive()` (the jobs of
-        this read) nor loaded since the last prune (marking every job each read cost as much
-        as the held jobs, every cycle)."""
+    def prune(self, alive: Iterable[uuid.UUID]) -> None:
+        """At every `PRUNE_EVERY`-th read, forget the jobs neither `alive` (the jobs of this
+        read, consumed only then) nor loaded since the last prune (marking every job each read
+        cost as much as the held jobs, every cycle)."""
         self._reads += 1
         if self._reads % PRUNE_EVERY:
             return
-        self._seen.update(alive())
+        self._seen.update(alive)
         keys = {k: v for k, v in self._jobs.items() if k[0] in self._seen}
         self._jobs = keys
         self._capped = {k: v for k, v in self._capped.items() if k[0] in keys}
@@ -690,7 +690,7 @@ async def read(
         record(known)
         if known.job is not None:
             result.pending.append(timed(known.job, row))
-    cache.prune(lambda: itertools.chain((h.row.id for h in held), (q.row.id for q in queued)))
+    cache.prune(itertools.chain((h.row.id for h in held), (q.row.id for q in queued)))
     result.snapshot = Snapshot(
         clusters=tuple(fleet),
         queues=tuple(queue_list),

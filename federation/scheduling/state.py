@@ -431,17 +431,16 @@ class HeldBase:
                     dirty.add(usage.node)
                 flags.append(fits)
             self.holds[key] = (reservation, usages, flags)
-        if dirty:
-            self._rebuild(cluster, reservations, dirty)
-        else:
-            state.cluster = cluster
+        self._rebuild(cluster, reservations, dirty)
         self.taken = [self._taken(id(r)) for r in reservations]
         return True
 
     def _rebuild(self, cluster: Cluster, reservations: list[Placement], dirty: set[int]) -> None:
-        """Build the `dirty` nodes again from `cluster`'s inventory, holding what the
-        reservations hold there in their order, colliding usages skipped."""
+        """Take `cluster`, building the `dirty` nodes again from its inventory, holding what
+        the reservations hold there in their order, colliding usages skipped."""
         self.state.reset(cluster, dirty)
+        if not dirty:
+            return
         self.collided -= dirty
         for reservation in reservations:
             _, usages, flags = self.holds[id(reservation)]
