@@ -167,7 +167,7 @@ async def schedule(
     from api.scheduling_process import stdin_closed, write_metrics_until
 
     assert settings.database_url is not None
-    db = Database(settings.database_url)
+    db = Database(settings.database_url, custom_plans=True)
     listener = Listener(settings.database_url)
     stop = asyncio.Event()
     _on_signals(stop)

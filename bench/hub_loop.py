@@ -194,7 +194,7 @@ async def measure() -> tuple[
     url = await embedded.start()
     try:
         await migrate.upgrade(url)
-        db = Database(url)
+        db = Database(url, custom_plans=True)  # as the hub's scheduling process
         try:
             await _fill(db)
             loop = SchedulerLoop(db, load_catalog())
