@@ -18,8 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 from bisect import bisect_left, insort
-from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -29,12 +28,12 @@ from federation.scheduling.devices import allocate as allocate_devices
 from federation.scheduling.devices import release as release_devices
 from federation.scheduling.model import (
     Cluster,
-    FlavorOption,
     Node,
     Placement,
     Snapshot,
 )
 from federation.scheduling.quota import QuotaLedger, demand
+from federation.scheduling.running import Running, options
 
 HARD_TAINT_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 FIT_CACHE_LIMIT = 50_000  # entries of stale versions are dropped past this many
@@ -342,10 +341,6 @@ def static_facts(node: Node) -> tuple[Hashable, ...]:
     )
 
 
-def _options(placement: Placement) -> tuple[FlavorOption | None, ...]:
-    return tuple(placement.option(t) for t in range(len(placement.job.tasks)))
-
-
 class HeldBase:
     """The last state built for a cluster name: its inventory with reservations held on it.
 
@@ -449,9 +444,6 @@ class HeldBase:
                     flags[i] = self._take(usage)
 
 
-# the quota demand of the placements of the last state built, by id (with the placement, so
-# that the id names that object while it is here)
-_DEMANDS: dict[int, tuple[Placement, Mapping[str, int]]] = {}
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
 _BASES: dict[str, HeldBase] = {}  # by cluster name: the last snapshot's, reservations held
 _BASES_LOCK = threading.Lock()  # a base changes in place: one state is derived at a time
@@ -654,49 +646,26 @@ class State:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _account_running(self, placements: Iterable[Placement]) -> None:
-        """`_account(p, 1)` for every placement, in bulk: one quota charge per queue, one
-        count per cluster and queue, per cluster and priority. What a placement demands of
-        quota is kept while it is the same object (`_DEMANDS`): the snapshot read keeps it so
-        while its job's row is unchanged."""
-        global _DEMANDS
-        known, demands = _DEMANDS, {}
-        totals: dict[str, dict[str, int]] = {}
-        where: Counter[tuple[str, str]] = Counter()
-        preemptible: Counter[tuple[str, int]] = Counter()
-        for placement in placements:  # all alive while this runs: an id names one object
-            job, cluster = placement.job, placement.cluster
-            found = known.get(id(placement))
-            if found is None or found[0] is not placement:
-                found = (placement, demand(job, _options(placement)))
-            demands[id(placement)] = found
-            total = totals.setdefault(job.queue, {})
-            for resource, amount in found[1].items():
-                total[resource] = total.get(resource, 0) + amount
-            self.placements[job.id] = placement
-            self.by_cluster.setdefault(cluster, {})[job.id] = placement
-            self.by_queue.setdefault(job.queue, {})[job.id] = placement
-            if job.elastic:
-                self.elastic[job.id] = placement
-            for flavor in placement.flavors:
-                if flavor:
-                    self.by_flavor.setdefault((cluster, flavor), {})[job.id] = placement
-            where[cluster, job.queue] += 1
-            if job.preemptible:
-                preemptible[cluster, job.priority] += 1
-        _DEMANDS = demands  # swapped whole: states built at once in threads each read one
-        for queue, amounts in totals.items():
+    def _account_running(self, placements: Sequence[Placement]) -> None:
+        """`_account(p, 1)` for every placement, copied from their accounting (`Running`)."""
+        running = Running.of(placements)
+        self.placements = dict(running.placements)
+        for cluster, found in running.by_cluster.items():
+            self.by_cluster[cluster] = dict(found)
+        self.by_queue = {queue: dict(found) for queue, found in running.by_queue.items()}
+        self.by_flavor = {key: dict(found) for key, found in running.by_flavor.items()}
+        self.elastic = dict(running.elastic)
+        for queue, amounts in running.demand.items():
             self.quota.charge(queue, amounts)
-        for (cluster, priority), count in preemptible.items():
-            counts = self.preemptible.setdefault(cluster, {})
-            counts[priority] = counts.get(priority, 0) + count
-        for (cluster, queue), count in where.items():
+        for (cluster, priority), count in running.preemptible.items():
+            self.preemptible.setdefault(cluster, {})[priority] = count
+        for (cluster, queue), count in running.where.items():
             presence = self.presence.setdefault(cluster, {})
             for name in (f"queue:{queue}", f"tenant:{self.tenant(queue)}"):
                 presence[name] = presence.get(name, 0) + count
 
     def _account(self, placement: Placement, sign: int) -> None:
-        self.quota.charge(placement.job.queue, demand(placement.job, _options(placement)), sign)
+        self.quota.charge(placement.job.queue, demand(placement.job, options(placement)), sign)
         job = placement.job
         indexes = [
             self.placements,
@@ -745,15 +714,35 @@ class State:
         self.held[job_id] = held
 
     def fingerprint(self) -> tuple[Hashable, ...]:
-        """All usage, placements and holds as one comparable value (for tests)."""
+        """All usage, placements, indexes, counts and holds as one comparable value (for
+        tests; a count or charge of zero is the same as none)."""
         return (
             tuple(c.fingerprint() for c in self.clusters.values()),
-            tuple(sorted((q, tuple(sorted(u.items()))) for q, u in self.quota.usage.items())),
-            tuple(sorted(self.placements)),
+            _counted(self.quota.usage),
+            _indexed({"": self.placements}),
+            _indexed(self.by_cluster),
+            _indexed(self.by_queue),
+            _indexed(self.by_flavor),
+            _indexed({"": self.elastic}),
+            _counted(self.preemptible),
+            _counted(self.presence),
             tuple(sorted(self.preempting)),
             tuple(sorted(self.fresh)),
             tuple(sorted((j, tuple(h)) for j, h in self.held.items())),
         )
+
+
+def _indexed(index: Mapping[Any, Mapping[str, Placement]]) -> tuple[Hashable, ...]:
+    """An index of placements by key and job id, comparable (placements by identity)."""
+    return tuple(
+        sorted((k, tuple(sorted((j, id(p)) for j, p in v.items()))) for k, v in index.items() if v)
+    )
+
+
+def _counted(counts: Mapping[Any, Mapping[Any, int]]) -> tuple[Hashable, ...]:
+    """Counts by key, comparable, zeros left out."""
+    found = ((k, tuple(sorted((x, n) for x, n in v.items() if n))) for k, v in counts.items())
+    return tuple(sorted((k, v) for k, v in found if v))
 
 
 class Trial:

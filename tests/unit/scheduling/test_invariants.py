@@ -7,6 +7,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from federation.scheduling import running as running_module
 from federation.scheduling import state as state_module
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
@@ -181,6 +182,7 @@ def test_state_derived_from_the_last_snapshot_equals_a_fresh_one(
     snap, pending = scenario  # its clusters differ from the last cycle's in node usage only
     warm_state, warm = State(snap).fingerprint(), schedule(snap, pending, now=10)
     state_module._BASES.clear()
+    running_module._LAST = None
     assert State(snap).fingerprint() == warm_state
     assert schedule(snap, pending, now=10) == warm
 
@@ -218,9 +220,46 @@ def test_reservations_held_over_cycles_give_the_state_a_fresh_build_gives(
         )
         warm = State(snap).fingerprint()
         state_module._BASES.clear()
-        state_module._DEMANDS.clear()
+        running_module._LAST = None
         assert State(snap).fingerprint() == warm
         pending = data.draw(job_lists(f"s{step}-", 4, top_priority=6))
+
+
+@settings(SETTINGS, max_examples=100)
+@given(scenarios(), st.data())
+def test_running_placements_accounted_over_cycles_give_the_state_a_fresh_build_gives(
+    scenario: tuple[Snapshot, list[Job]], data: st.DataObject
+) -> None:
+    """The state accounts running placements incrementally (`Running`): over cycles jobs are
+    placed, preempted, resized, finish, come back as new objects of the same job (a row read
+    again) or of a job of another queue and priority, listed in any order, now and then one
+    listed twice; after each snapshot the state and the cycle's decisions equal those of a
+    state accounted from nothing."""
+    snap, pending = scenario
+    for step in range(4):
+        result = schedule(snap, pending, now=10)
+        after = advance(snap, result)
+        placements = []
+        for p in after.placements:
+            fate = data.draw(st.sampled_from(["keep", "keep", "finish", "reread", "requeue"]))
+            if fate == "reread":
+                placements.append(replace(p, job=replace(p.job)))
+            elif fate == "requeue":
+                priority = data.draw(st.integers(0, 6))
+                queue = data.draw(st.sampled_from(QUEUES))
+                placements.append(replace(p, job=replace(p.job, priority=priority, queue=queue)))
+            elif fate == "keep":
+                placements.append(p)
+        if placements and data.draw(st.integers(0, 5)) == 0:  # a job listed twice
+            placements.append(replace(placements[0]))
+        snap = replace(after, placements=tuple(data.draw(st.permutations(placements))))
+        warm_state = State(snap).fingerprint()
+        warm = _decisions(schedule(snap, pending, now=10))
+        state_module._BASES.clear()
+        running_module._LAST = None
+        assert State(snap).fingerprint() == warm_state
+        assert _decisions(schedule(snap, pending, now=10)) == warm
+        pending = data.draw(job_lists(f"r{step}-", 4, top_priority=6))
 
 
 def _decisions(result: CycleResult) -> tuple[object, ...]:
