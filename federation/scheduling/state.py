@@ -356,19 +356,21 @@ class HeldBase:
     all on a fresh state.
     """
 
-    __slots__ = ("collided", "holds", "state", "taken")
+    __slots__ = ("collided", "holds", "on_node", "state", "taken", "taken_of")
 
     def __init__(self, cluster: Cluster, reservations: list[Placement]) -> None:
         self.state = ClusterState(cluster, 0, itertools.count())
         # by id of the reservation: it, its usages, and whether each was taken
         self.holds: dict[int, tuple[Placement, list[Usage], list[bool]]] = {}
+        self.taken_of: dict[int, list[Usage]] = {}  # by id of the reservation: usages taken
+        self.on_node: dict[int, set[int]] = {}  # by node: ids of reservations holding there
         self.taken: list[list[Usage]] = []  # per reservation of the last build, in order
         self.collided: set[int] = set()  # nodes where a usage was skipped
         for reservation in reservations:  # one listed twice: its second copy collides
+            key = id(reservation)
             usages = self.state.usages(reservation)
-            flags = [self._take(u) for u in usages]
-            self.holds[id(reservation)] = (reservation, usages, flags)
-            self.taken.append(self._taken(id(reservation)))
+            self._hold(key, reservation, usages, [self._take(u) for u in usages])
+            self.taken.append(self.taken_of[key])
 
     @classmethod
     def of(cls, cluster: Cluster, reservations: list[Placement]) -> HeldBase:
@@ -391,9 +393,25 @@ class HeldBase:
             return False
         return True
 
-    def _taken(self, key: int) -> list[Usage]:
-        _, usages, flags = self.holds[key]
-        return [u for u, taken in zip(usages, flags, strict=True) if taken]
+    def _hold(
+        self, key: int, reservation: Placement, usages: list[Usage], flags: list[bool]
+    ) -> None:
+        """Record a reservation's usages and which of them were taken."""
+        self.holds[key] = (reservation, usages, flags)
+        self.taken_of[key] = [u for u, taken in zip(usages, flags, strict=True) if taken]
+        for usage in usages:
+            self.on_node.setdefault(usage.node, set()).add(key)
+
+    def _drop(self, key: int) -> tuple[list[Usage], list[bool]]:
+        """Forget a reservation; its usages and which of them were taken."""
+        _, usages, flags = self.holds.pop(key)
+        del self.taken_of[key]
+        for node in {u.node for u in usages}:
+            keys = self.on_node[node]
+            keys.discard(key)
+            if not keys:
+                del self.on_node[node]
+        return usages, flags
 
     def _follow(self, cluster: Cluster, reservations: list[Placement]) -> bool:
         """Bring this base to `cluster` and `reservations`; False when it cannot (another
@@ -410,8 +428,8 @@ class HeldBase:
             for n, node in zip(state.nodes, cluster.nodes, strict=True)
             if n.node is not node
         }
-        for key in [k for k in self.holds if k not in wanted]:
-            _, usages, flags = self.holds.pop(key)
+        for key in self.holds.keys() - wanted.keys():
+            usages, flags = self._drop(key)
             for usage, taken in zip(usages, flags, strict=True):
                 if taken and usage.node not in dirty:
                     state.give(usage)
@@ -425,9 +443,9 @@ class HeldBase:
                 if not fits:
                     dirty.add(usage.node)
                 flags.append(fits)
-            self.holds[key] = (reservation, usages, flags)
+            self._hold(key, reservation, usages, flags)
         self._rebuild(cluster, reservations, dirty)
-        self.taken = [self._taken(id(r)) for r in reservations]
+        self.taken = [self.taken_of[id(r)] for r in reservations]
         return True
 
     def _rebuild(self, cluster: Cluster, reservations: list[Placement], dirty: set[int]) -> None:
@@ -437,11 +455,16 @@ class HeldBase:
         if not dirty:
             return
         self.collided -= dirty
+        there = set().union(*(self.on_node.get(n, ()) for n in dirty))
         for reservation in reservations:
-            _, usages, flags = self.holds[id(reservation)]
+            key = id(reservation)
+            if key not in there:
+                continue
+            _, usages, flags = self.holds[key]
             for i, usage in enumerate(usages):
                 if usage.node in dirty:
                     flags[i] = self._take(usage)
+            self.taken_of[key] = [u for u, taken in zip(usages, flags, strict=True) if taken]
 
 
 BASES_LIMIT = 256  # clusters whose last state is kept to derive the next cycle's from
