@@ -16,10 +16,9 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -64,22 +63,6 @@ def held_from(select: sa.Select[Any]) -> sa.Select[Any]:
 
 
 HELD_STAMPS = held_from(of_jobs(jobs.c.id, _stamp(jobs, tenants, queues, placements)))
-# its text for the driver (its parameters are constants, written in)
-_HELD_STAMPS_SQL = str(
-    HELD_STAMPS.compile(
-        dialect=postgresql.dialect(),  # type: ignore[no-untyped-call]
-        compile_kwargs={"literal_binds": True},
-    )
-)
-
-
-async def held_stamps(conn: AsyncConnection) -> Sequence[Any]:
-    """The rows of `HELD_STAMPS` (job id, stamp), fetched by the driver itself in `conn`'s
-    transaction: a cycle scans every held job, and making SQLAlchemy rows of that scan took a
-    twentieth of the loop's CPU under the fleet benchmark's load."""
-    raw = await conn.get_raw_connection()
-    driver: Any = raw.driver_connection
-    return cast(Sequence[Any], await driver.fetch(_HELD_STAMPS_SQL))
 
 
 @dataclass(slots=True)
@@ -115,12 +98,13 @@ class StampedRows(Generic[Derived]):
         A job is forgotten once `retain` reads have passed without it in their scan."""
         self._reads += 1
         known = self._rows
-        changed = [i for i, stamp in scan if (h := known.get(i)) is None or h.stamp != stamp]
+        stamps: list[tuple[uuid.UUID, Stamp]] = [tuple(r) for r in scan]
+        changed = [i for i, stamp in stamps if (h := known.get(i)) is None or h.stamp != stamp]
         fresh: dict[uuid.UUID, Any] = {}
         if changed:
             fresh = {row.id: row for row in await conn.execute(fetch(changed))}
         rows: dict[uuid.UUID, Stamped[Derived]] = {}
-        for job_id, stamp in scan:
+        for job_id, stamp in stamps:
             found = known.get(job_id)
             if found is None or found.stamp != stamp:
                 row = fresh.get(job_id)

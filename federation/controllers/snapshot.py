@@ -20,10 +20,10 @@ from federation.catalog import Catalog
 from federation.compiled import CompiledJob, JobFacts, core_job, held_replicas
 from federation.controllers.pacing import WHOLE, Window
 from federation.controllers.row_stamps import (
+    HELD_STAMPS,
     JOB_STAMPS,
     StampedRows,
     held_from,
-    held_stamps,
     job_among,
     of_jobs,
 )
@@ -574,7 +574,7 @@ async def read(
         tenants.c.name.label("tenant"),
         queues.c.name.label("queue"),
     )
-    held_scan = await held_stamps(conn)
+    held_scan = (await conn.execute(HELD_STAMPS)).all()
     full = held_from(
         base.add_columns(placements.c.created_at.label("placed_at"), placements.c.revision)
     )
