@@ -58,19 +58,34 @@ class Running:
 
     @classmethod
     def of(cls, placements: Sequence[Placement]) -> Running:
-        """`placements` accounted, derived from the last accounting when that gives the same;
-        a job listed twice is accounted as a fresh state would (its last placement indexed,
-        every one charged), and then the next one is accounted afresh too."""
+        """`placements` accounted, a copy of its own (the last accounting changes in place,
+        and states are built in several threads at once), derived from the last accounting
+        when that gives the same; a job listed twice is accounted as a fresh state would (its
+        last placement indexed, every one charged), and then the next one is accounted afresh
+        too."""
         global _LAST
         with _LOCK:
             last = _LAST
             if last is not None and last._follow(placements):
-                return last
+                return last._copy()
             running = cls()
             for placement in placements:
                 running._add(id(placement), placement)
             _LAST = running if len(running.placements) == len(running.members) else None
-            return running
+            return running._copy()
+
+    def _copy(self) -> Running:
+        """Its indexes, charges and counts, in a copy of their own (not its members)."""
+        copy = Running()
+        copy.placements = dict(self.placements)
+        copy.by_cluster = {key: dict(found) for key, found in self.by_cluster.items()}
+        copy.by_queue = {key: dict(found) for key, found in self.by_queue.items()}
+        copy.by_flavor = {key: dict(found) for key, found in self.by_flavor.items()}
+        copy.elastic = dict(self.elastic)
+        copy.demand = {queue: Counter(charged) for queue, charged in self.demand.items()}
+        copy.where = Counter(self.where)
+        copy.preemptible = Counter(self.preemptible)
+        return copy
 
     def _follow(self, placements: Sequence[Placement]) -> bool:
         """Bring this accounting to `placements`; False when it cannot (a placement or a job

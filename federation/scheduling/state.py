@@ -670,14 +670,13 @@ class State:
     # --- helpers ---------------------------------------------------------------------------
 
     def _account_running(self, placements: Sequence[Placement]) -> None:
-        """`_account(p, 1)` for every placement, copied from their accounting (`Running`)."""
+        """`_account(p, 1)` for every placement, taken from their accounting (`Running`)."""
         running = Running.of(placements)
-        self.placements = dict(running.placements)
-        for cluster, found in running.by_cluster.items():
-            self.by_cluster[cluster] = dict(found)
-        self.by_queue = {queue: dict(found) for queue, found in running.by_queue.items()}
-        self.by_flavor = {key: dict(found) for key, found in running.by_flavor.items()}
-        self.elastic = dict(running.elastic)
+        self.placements = running.placements
+        self.by_cluster.update(running.by_cluster)
+        self.by_queue = running.by_queue
+        self.by_flavor = running.by_flavor
+        self.elastic = running.elastic
         for queue, amounts in running.demand.items():
             self.quota.charge(queue, amounts)
         for (cluster, priority), count in running.preemptible.items():
