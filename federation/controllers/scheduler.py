@@ -68,6 +68,7 @@ class SchedulerLoop:
         self.pace = Pace(self.config.cycle_target_s)  # how much of a long queue a cycle reads
         self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
         self._parked: Parked | None = None  # what the last written cycle parked
+        self._reasons = writer.ReasonsWritten()  # when each pending reason was last written
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
         self.services = ServiceController(self.config.services)
         self._services_at = -float("inf")  # monotonic time the service controller last ran
@@ -99,7 +100,7 @@ class SchedulerLoop:
         core_done = time.perf_counter()
         async with self.db.transaction() as conn:
             await self.leadership.fence(conn)
-            written = await writer.write(conn, read, result)
+            written = await writer.write(conn, read, result, self._reasons)
         write_done = time.perf_counter()
         self._parked = result.parked
         for placed in result.placed:

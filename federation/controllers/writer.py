@@ -4,13 +4,20 @@ Every decision re-checks the job's version from the snapshot, so a job that chan
 (cancelled, say) is skipped without undoing the others. Placements and pending reasons are
 written set-wise, a few statements per cycle whatever their number; the rarer preemptions and
 rejections each run in a savepoint.
+
+A pending job's reasons are written at once when their kind changes (another cluster, code or
+plugin), and when only their numbers change (how many nodes lack what, how far a quota is over)
+at most every `REASONS_REFRESH_S` (`ReasonsWritten`): every write changes the job's row, which
+the next cycle then reads again, so rewriting the counts of thousands of waiting jobs each cycle
+cost the loop more than deciding them.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +41,8 @@ from federation.store.lifecycle import (
 
 log = logging.getLogger(__name__)
 
+REASONS_REFRESH_S = 30.0  # the longest a pending reason's numbers stay stale
+
 
 @dataclass
 class Written:
@@ -53,6 +62,37 @@ def _reasons(statuses: Mapping[str, Status]) -> dict[str, dict[str, str]]:
         cluster: {"code": s.code.name.lower(), "reason": str(s), "plugin": s.plugin}
         for cluster, s in statuses.items()
     }
+
+
+def _kinds(reasons: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """What a pending reason says, numbers aside: each cluster's code and plugin."""
+    return {cluster: (r.get("code"), r.get("plugin")) for cluster, r in reasons.items()}
+
+
+class ReasonsWritten:
+    """When each pending job's reasons were last written (the loop's memory across cycles;
+    a new leader writes every changed reason once)."""
+
+    def __init__(
+        self, refresh_s: float = REASONS_REFRESH_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.refresh_s = refresh_s
+        self.clock = clock
+        self._at: dict[str, float] = {}  # job id -> when its reasons were last written
+
+    def due(self, job_id: str, written: Mapping[str, Any], reasons: Mapping[str, Any]) -> bool:
+        """Whether `reasons` replace `written` now: a new kind at once, numbers once stale."""
+        if reasons == written:
+            return False
+        if _kinds(reasons) != _kinds(written):
+            return True
+        return self.clock() - self._at.get(job_id, -float("inf")) >= self.refresh_s
+
+    def wrote(self, written: list[str], pending: set[str]) -> None:
+        """Note that `written` jobs' reasons were written now; forget jobs not `pending`."""
+        now = self.clock()
+        self._at = {j: t for j, t in self._at.items() if j in pending}
+        self._at.update((job_id, now) for job_id in written)
 
 
 def _hints(p: Placement) -> list[dict[str, Any]]:
@@ -155,8 +195,11 @@ async def _resize(
     return done is not None
 
 
-async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Written:
-    """Persist `result` (decided on `read`) in the caller's transaction."""
+async def write(
+    conn: AsyncConnection, read: Read, result: CycleResult, reasons_written: ReasonsWritten
+) -> Written:
+    """Persist `result` (decided on `read`) in the caller's transaction; pending reasons as
+    `reasons_written` finds them due."""
     out = Written()
 
     async def guarded(job_id: str, action: Any) -> bool:
@@ -208,11 +251,12 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
                     expected_version=ref.version,
                 ),
             )
-    changed = []
+    changed, ids = [], []
     for pending in result.pending:
         ref = read.refs[pending.job.id]
         reasons = _reasons(pending.reasons)
-        if reasons != ref.pending_reasons or pending.message != ref.reason:
+        if reasons_written.due(pending.job.id, ref.pending_reasons, reasons):
+            ids.append(pending.job.id)
             changed.append(
                 {
                     "id": str(ref.id),
@@ -224,4 +268,5 @@ async def write(conn: AsyncConnection, read: Read, result: CycleResult) -> Writt
     if changed:
         await conn.execute(_PENDING, {"items": changed})
         out.pending_updated = len(changed)
+    reasons_written.wrote(ids, {p.job.id for p in result.pending})
     return out

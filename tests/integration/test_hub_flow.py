@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from deploy.local.kube import wait_for
 from federation.catalog import load_catalog
-from federation.controllers import leader, snapshot
+from federation.controllers import leader, snapshot, writer
 from federation.controllers.leader import LOCK_KEY, Leadership, LostLeadership
 from federation.controllers.pacing import Pace, Window
 from federation.controllers.scheduler import SchedulerLoop
@@ -194,6 +194,41 @@ async def test_a_waiting_job_is_explained_per_cluster(hub: Hub) -> None:
     assert why["state"] == "Queued"
     assert {c["cluster"] for c in why["clusters"]} == {"east", "west"}
     assert all(c["code"] == "unschedulable" and c["reason"] for c in why["clusters"])
+
+
+async def test_a_reasons_numbers_are_written_now_and_then_and_a_new_reason_at_once(
+    hub: Hub,
+) -> None:
+    """Counts-only changes of a waiting job's reason wait `REASONS_REFRESH_S`; a reason of a
+    new kind (another cluster) is written in the cycle that finds it."""
+    clock = [0.0]
+    user = await hub.tenant_with_queue("acme")
+    east = await _agent(hub, "east", [_node("n1", used=6)])
+    _, waits = await hub.call("POST", "/v1/jobs", user, json=_job("waits", replicas=1, count=8))
+    loop = await _loop(hub)
+    loop._reasons = writer.ReasonsWritten(clock=lambda: clock[0])
+
+    async def explained() -> list[tuple[str, str]]:
+        _, why = await hub.call("GET", f"/v1/jobs/{waits['id']}/explain", user)
+        return [(c["cluster"], c["reason"]) for c in why["clusters"]]
+
+    async def inventory(generation: int, used: int) -> None:
+        body = {"generation": generation, "full": True, "nodes": [_node("n1", used=used)]}
+        assert (await hub.call("POST", "/v1/agent/inventory", east, json=body))[0] == 200
+
+    assert (await loop.cycle()).written.pending_updated == 1
+    first = await explained()
+    await inventory(2, used=5)  # 3 devices free instead of 2: the same reason, other numbers
+    assert (await loop.cycle()).written.pending_updated == 0
+    assert await explained() == first
+    clock[0] += writer.REASONS_REFRESH_S
+    await inventory(3, used=4)
+    assert (await loop.cycle()).written.pending_updated == 1
+    refreshed = await explained()
+    assert refreshed != first and [c for c, _ in refreshed] == ["east"]
+    await _agent(hub, "west", [_node("w1", used=4)])
+    assert (await loop.cycle()).written.pending_updated == 1
+    assert [c for c, _ in await explained()] == ["east", "west"]
 
 
 async def test_a_full_fleets_queue_is_parked_until_a_job_ends(
