@@ -7,27 +7,37 @@ failed against. It also records that final state: every node's free room (CPU, m
 and each device's use and health), the placements (what could be a victim, and what the quota
 ledger charges) and the fleet's cluster facts.
 
-The next cycle skips a parked job (it stays pending with the reasons of its last try) only
-when, after the state is built and elastic jobs are scaled in, that same job is pending
-again, nothing any node could offer grew (each node's room is at most what it was, its static
-facts the same), the placements are the same ones (same replicas, priority, preemptibility,
-queue: so is the quota usage), and so are the queues, the clusters and the configuration.
+The next cycle skips a parked job (it stays pending with the reasons of its last try) when,
+after the state is built and elastic jobs are scaled in, that same job is pending again and
+nothing it could use appeared:
+
+- no node it could run on offers more: a node that offers more (CPU, memory, pods, a device's
+  room or health) or whose static facts changed wakes the jobs asking any device model it has,
+  and every job with a task that takes no accelerator;
+- no placement it could take from moved (came, went or changed: replicas, priority,
+  preemptibility, queue): one that is preemptible or elastic, of its priority or lower (a victim
+  or a shrink), or, when its queue has a quota, one charged to its quota pool (its queue's, or
+  its cohort's);
+- the queues, the clusters' facts, the placements being evicted and the configuration are the
+  same (any change there wakes every parked job).
+
 Under those conditions trying it again gives the same answer: fit is monotone in room, quota
-and victim search the same for the same placements. A job that may earn
-a reservation, holds capacity (a preemptor) or whose priority ages is never parked. A parked
-job that a cycle does not see (the hub reads a rotating window of a long queue) stays parked
-only if that cycle changed nothing at all. A change of any of these facts makes the next
-cycle try every parked job again.
+and victim search the same for the same candidates and usage. A job that may earn a
+reservation, holds capacity (a preemptor) or whose priority ages is never parked. A parked job
+that a cycle does not see (the hub reads a rotating window of a long queue) stays parked only
+if that cycle changed nothing at all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from federation.scheduling.backfill import large_gang
 from federation.scheduling.decisions import Pending
 from federation.scheduling.devices import NodeDevices
+from federation.scheduling.elastic import Asks, asks
 from federation.scheduling.flavors import assignments
 from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Job, Node, Placement, Queue
@@ -35,6 +45,24 @@ from federation.scheduling.state import ClusterState, NodeState, State, static_f
 
 # a node's room: the node (for its static facts), CPU, memory and pods free, devices by model
 NodeRoom = tuple[Node, int, int, int, Mapping[str, NodeDevices]]
+# what grew since the jobs were parked: device models, "" for room any task could use
+Grown = frozenset[str]
+EVERYTHING = None  # a change that wakes every parked job
+
+
+class Seen(NamedTuple):
+    """What the victim search and quota see of a placement (run times and the epoch, the
+    agents' fencing token that the hub assigns when it writes a placement, aside)."""
+
+    job: str
+    priority: int
+    preemptible: bool
+    queue: str
+    elastic: bool
+    cluster: str
+    flavors: Hashable
+    replicas: Hashable
+    tasks: Hashable  # each task's CPU, memory, replicas and elastic bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,11 +70,12 @@ class Parked:
     """Jobs a cycle parked, with the state they failed against (see the module doc)."""
 
     jobs: Mapping[str, Pending]
+    wants: Mapping[str, Asks]  # per job, the device models it could use (None: any room)
     config: SchedulerConfig
     queues: tuple[Queue, ...]
     clusters: tuple[Hashable, ...]  # each cluster's facts apart from its nodes, in order
     rooms: Mapping[str, tuple[NodeRoom, ...]]  # per cluster, per node
-    placements: frozenset[Hashable]
+    placements: frozenset[Seen]
     preempting: frozenset[str]  # placements being evicted: no victims
 
     def skippable(self, state: State, config: SchedulerConfig) -> Mapping[str, Pending]:
@@ -57,17 +86,39 @@ class Parked:
             or config != self.config
             or tuple(state.quota.queues.values()) != self.queues
             or _clusters(state) != self.clusters
-            or _placements(state.placements.values()) != self.placements
             or frozenset(state.preempting) != self.preempting
         ):
             return {}
+        grown = self._grown(state)
+        if grown is EVERYTHING:
+            return {}
+        moved = _placements(state.placements.values()) ^ self.placements
+        pools = {state.quota.pool(seen.queue) for seen in moved}
+        takeable = [seen.priority for seen in moved if seen.preemptible or seen.elastic]
+        lowest = min(takeable, default=None)
+        return {
+            job_id: pending
+            for job_id, pending in self.jobs.items()
+            if not _woken(self.wants[job_id], grown)
+            and (lowest is None or pending.job.priority < lowest)
+            and not (
+                _governed(state, pending.job.queue) and state.quota.pool(pending.job.queue) in pools
+            )
+        }
+
+    def _grown(self, state: State) -> Grown | None:
+        """What each node offers more of since the jobs were parked (EVERYTHING: the nodes
+        themselves changed)."""
+        grown: set[str] = set()
         for cluster in state.clusters.values():
             was = self.rooms[cluster.name]
-            if len(was) != len(cluster.nodes) or not all(
-                _no_more(n, before) for n, before in zip(cluster.nodes, was, strict=True)
-            ):
-                return {}
-        return self.jobs
+            if len(was) != len(cluster.nodes):
+                return EVERYTHING
+            for node, before in zip(cluster.nodes, was, strict=True):
+                if not _no_more(node, before):
+                    grown.add("")
+                    grown.update(node.devices)
+        return frozenset(grown)
 
 
 def park(state: State, config: SchedulerConfig, settled: Iterable[Pending]) -> Parked | None:
@@ -84,6 +135,7 @@ def park(state: State, config: SchedulerConfig, settled: Iterable[Pending]) -> P
         return None
     return Parked(
         jobs=jobs,
+        wants={job_id: asks(p.job) for job_id, p in jobs.items()},
         config=config,
         queues=tuple(state.quota.queues.values()),
         clusters=_clusters(state),
@@ -91,6 +143,18 @@ def park(state: State, config: SchedulerConfig, settled: Iterable[Pending]) -> P
         placements=_placements(state.placements.values()),
         preempting=frozenset(state.preempting),
     )
+
+
+def _woken(wants: Asks, grown: Grown) -> bool:
+    """Whether what grew is room a job asking `wants` could use (any, for a task without
+    accelerators)."""
+    return bool(grown) if wants is None else bool(grown & wants)
+
+
+def _governed(state: State, queue: str) -> bool:
+    """Whether a job of `queue` may wait for quota or reclaim it (the queue has a quota)."""
+    q = state.quota.queues.get(queue)
+    return q is None or bool(q.quota)
 
 
 def _may_reserve(job: Job, config: SchedulerConfig) -> bool:
@@ -160,19 +224,18 @@ def _facts(cluster: ClusterState) -> Hashable:
     )
 
 
-def _placements(placements: Iterable[Placement]) -> frozenset[Hashable]:
-    """What the victim search and quota see of each placement (run times and the epoch, the
-    agents' fencing token that the hub assigns when it writes a placement, aside)."""
+def _placements(placements: Iterable[Placement]) -> frozenset[Seen]:
     return frozenset(
-        (
+        Seen(
             p.job.id,
             p.job.priority,
             p.job.preemptible,
             p.job.queue,
-            tuple((t.cpu_milli, t.memory_mib, t.replicas, t.elastic) for t in p.job.tasks),
+            any(t.elastic is not None for t in p.job.tasks),
             p.cluster,
             p.flavors,
             p.replicas,
+            tuple((t.cpu_milli, t.memory_mib, t.replicas, t.elastic) for t in p.job.tasks),
         )
         for p in placements
     )

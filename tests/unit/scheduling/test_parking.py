@@ -15,7 +15,7 @@ from federation.scheduling.framework import SchedulerConfig
 from federation.scheduling.model import Job, Node, Snapshot
 from federation.scheduling.state import State
 
-from .builders import H100, advance, cluster, job, node, pool, queue, snapshot, without
+from .builders import ASCEND, H100, advance, cluster, job, node, pool, queue, snapshot, without
 from .test_invariants import job_lists, scenarios
 
 SETTINGS = settings(max_examples=150, deadline=None, derandomize=True)
@@ -73,15 +73,18 @@ def _health(snap: Snapshot, healthy: bool) -> Snapshot:
 @given(
     scenarios(),
     job_lists("n", 3, top_priority=6),
-    st.sampled_from(["nothing", "newcomers", "one leaves", "all leave", "devices heal"]),
+    st.sampled_from(
+        ["nothing", "newcomers", "one leaves", "all leave", "devices heal", "lowered", "raised"]
+    ),
     st.booleans(),
 )
 def test_skipping_parked_jobs_changes_no_decision(
     scenario: tuple[Snapshot, list[Job]], newcomers: list[Job], change: str, rotate: bool
 ) -> None:
-    """Over three cycles (the second with new jobs, a job gone, devices healed, or nothing
-    changed; one waiting job outside its window if `rotate`), the cycles that skip what the
-    one before parked decide exactly what trying everything does."""
+    """Over three cycles (the second with new jobs, a job gone, devices healed, a running job
+    made a preemptible victim or raised out of reach, or nothing changed; one waiting job
+    outside its window if `rotate`), the cycles that skip what the one before parked decide
+    exactly what trying everything does."""
     snap, pending = scenario
     if change == "devices heal":
         snap = _health(snap, healthy=False)
@@ -93,6 +96,11 @@ def test_skipping_parked_jobs_changes_no_decision(
         after = without(after, after.placements)
     if change == "devices heal":
         after = _health(after, healthy=True)
+    if change in ("lowered", "raised") and after.placements:
+        first_placed, *rest = after.placements
+        lowered = change == "lowered"
+        moved = replace(first_placed.job, priority=0 if lowered else 9, preemptible=lowered)
+        after = replace(after, placements=(replace(first_placed, job=moved), *rest))
     waiting = [p.job for p in first.pending]
     if change == "newcomers":
         waiting += newcomers
@@ -197,3 +205,90 @@ def test_a_parked_job_is_tried_again_when_devices_heal() -> None:
     assert first.parked is not None and "w" in first.parked.jobs
     healed = both(_health(sick, healthy=True), [waiting], first, now=11)
     assert [p.placement.job.id for p in healed.placed] == ["w"]
+
+
+def _lowered(snap: Snapshot, job_id: str, priority: int, preemptible: bool) -> Snapshot:
+    """`snap` with running job `job_id` at another priority (and preemptibility)."""
+    placements = tuple(
+        replace(p, job=replace(p.job, priority=priority, preemptible=preemptible))
+        if p.job.id == job_id
+        else p
+        for p in snap.placements
+    )
+    return replace(snap, placements=placements)
+
+
+def test_room_for_another_model_leaves_a_parked_job_parked() -> None:
+    """An Ascend node frees its devices: the job waiting for H100s stays parked (skipped), the
+    Ascend job waiting beside it is tried and placed."""
+    fleet = [cluster("c", [node("h", H100, size=8), node("a", ASCEND, size=8)])]
+    running = [
+        (job("rh", H100, count=8, priority=9, preemptible=False), "c"),
+        (job("ra", ASCEND, count=8, priority=9, preemptible=False), "c"),
+    ]
+    snap = snapshot(fleet, [queue("q")], running)
+    waiting = [job("wh", H100, count=4), job("wa", ASCEND, count=4)]
+    first = schedule(snap, waiting, now=10)
+    assert first.parked is not None and set(first.parked.jobs) == {"wh", "wa"}
+    freed = without(snap, [p for p in snap.placements if p.job.id == "ra"])
+    assert set(first.parked.skippable(State(freed), SchedulerConfig())) == {"wh"}
+    second = both(freed, waiting, first, now=11)
+    assert [p.placement.job.id for p in second.placed] == ["wa"]
+
+
+def test_cpu_freed_on_a_node_without_devices_wakes_a_cpu_only_job() -> None:
+    """A CPU-only job waits for a full CPU node; the running one leaves: it is tried again
+    and placed, though no device anywhere changed."""
+    fleet = [cluster("c", [node("cpu", None, cpu=8000)])]
+    snap = snapshot(fleet, [queue("q")], [(job("r", cpu=8000, priority=9), "c")])
+    waiting = [job("w", cpu=4000)]
+    first = schedule(snap, waiting, now=10)
+    assert first.parked is not None and "w" in first.parked.jobs
+    second = both(without(snap, snap.placements), waiting, first, now=11)
+    assert [p.placement.job.id for p in second.placed] == ["w"]
+
+
+def test_a_victim_in_another_queue_wakes_the_higher_priority_jobs_only() -> None:
+    """A running job of another queue is lowered below one waiting job and above another:
+    the first is tried (and preempts it), the second stays parked."""
+    fleet = [cluster("c", [node("n", H100, size=8)])]
+    queues = [queue("q"), queue("other")]
+    running = [(job("r", H100, count=8, queue="other", priority=9, preemptible=False), "c")]
+    snap = snapshot(fleet, queues, running)
+    waiting = [job("high", H100, count=4, priority=5), job("low", H100, count=4, priority=1)]
+    first = schedule(snap, waiting, now=10)
+    assert first.parked is not None and set(first.parked.jobs) == {"high", "low"}
+    lowered = _lowered(snap, "r", priority=3, preemptible=True)
+    assert set(first.parked.skippable(State(lowered), SchedulerConfig())) == {"low"}
+    second = both(lowered, waiting, first, now=11)
+    assert [p.preemptor.id for p in second.preempted] == ["high"]
+
+
+def test_an_elastic_job_lowered_to_a_parked_jobs_priority_may_give_it_replicas() -> None:
+    """A non-preemptible elastic job of another queue above its minimum fills the node; lowered
+    to the waiting job's priority, it is shrinkable: the waiting job is tried and takes its
+    surplus."""
+    fleet = [cluster("c", [node("n", H100, size=8)])]
+    queues = [queue("q"), queue("other")]
+    elastic = job("e", H100, count=2, replicas=4, elastic=(1, 4), queue="other", priority=9)
+    running = [(replace(elastic, preemptible=False), "c")]
+    snap = snapshot(fleet, queues, running)
+    waiting = [job("w", H100, count=4, priority=5)]
+    first = schedule(snap, waiting, now=10)
+    assert first.parked is not None and "w" in first.parked.jobs
+    lowered = _lowered(snap, "e", priority=5, preemptible=False)
+    second = both(lowered, waiting, first, now=11)
+    assert [p.preemptor.id for p in second.preempted] == ["w"] and second.preempted[0].shrunk
+
+
+def test_usage_moved_in_its_quota_pool_wakes_a_quota_blocked_job() -> None:
+    """A job waits for its queue's CPU quota while H100s are free; a CPU-only job of its
+    queue leaves a node without devices: no room it could use grew, but its quota did."""
+    fleet = [cluster("c", [node("cpu", None, cpu=64_000), node("g", H100, size=8)])]
+    queues = [queue("q", {"cpu": 8000})]
+    snap = snapshot(fleet, queues, [(job("r", cpu=8000, priority=9, preemptible=False), "c")])
+    waiting = [job("w", H100, count=1, cpu=4000)]
+    first = schedule(snap, waiting, now=10)
+    assert first.parked is not None and "w" in first.parked.jobs
+    second = both(without(snap, snap.placements), waiting, first, now=11)
+    assert [p.placement.job.id for p in second.placed] == ["w"]
