@@ -15,8 +15,9 @@ wins: lowest top victim priority, then least work lost (device-seconds since eac
 last checkpoint, `Placement.lost_work`), then fewest victims.
 
 Every dry run happens in a `State.trial()`, so the state is unchanged after each search. A
-search that found nothing is remembered for the rest of the cycle: later jobs come in
-non-increasing priority order, so what they could evict only shrinks.
+cluster without candidates, or whose search found nothing, is remembered for the rest of the
+cycle for jobs of the same shape and priority: what they could evict only shrinks (placements
+of this cycle are no victims in it, victims leave).
 """
 
 from __future__ import annotations
@@ -109,6 +110,8 @@ def find_preemption(
         if pool.groups or shrinkable:
             bound = (NO_EVICTION, 0.0, 0, 0.0) if shrinkable else (*pool.bound, 0.0)
             searchable.append(((*bound, cluster.order), cluster, pool, shrinkable, key))
+        elif remember:  # candidates only leave during a cycle: none now is none for the rest
+            state.memo[key] = None
     searchable.sort(key=lambda entry: entry[0])
     best: Preemption | None = None
     offers = 0

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 import federation.scheduling.cycle as cycle_module
+import federation.scheduling.preemption as preemption_module
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
 from federation.scheduling.flavors import FitCheck, FlavorAssigner, assignments
@@ -129,6 +130,32 @@ def test_victims_of_one_preemption_are_not_taken_twice_in_a_cycle() -> None:
     result = schedule(snap, jobs, now=0)
     assert [p.preemptor.id for p in result.preempted] == ["hi1"]
     assert [p.job.id for p in result.pending] == ["hi2"]
+
+
+def test_a_cluster_without_candidates_is_looked_at_once_per_shape(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ten alike jobs wait behind two clusters of jobs they may not evict: each cluster's
+    candidates are gathered for the first job only; a job of another priority looks again."""
+    looked: list[str] = []
+    gather = preemption_module._candidate_groups
+
+    def counted(
+        ctx: JobContext, cluster: ClusterState, scope: preemption_module.Scope
+    ) -> preemption_module._Pool:
+        looked.append(cluster.name)
+        return gather(ctx, cluster, scope)
+
+    monkeypatch.setattr(preemption_module, "_candidate_groups", counted)
+    running = [
+        (job("a-keep", H100, count=8, priority=9), "a"),
+        (job("b-keep", H100, count=8, priority=1, preemptible=False), "b"),
+    ]
+    snap = snapshot([cluster("a", pool("a", 1)), cluster("b", pool("b", 1))], running=running)
+    alike = [job(f"w{i}", H100, count=4, priority=5, created_at=float(i)) for i in range(10)]
+    result = schedule(snap, [*alike, job("other", H100, count=4, priority=4)], now=0)
+    assert len(result.pending) == 11 and not result.preempted
+    assert sorted(looked) == ["a", "a", "b", "b"]
 
 
 def test_a_gang_victim_frees_every_node_it_spans() -> None:
