@@ -16,6 +16,7 @@ from federation.errors import FieldError, InvalidInput, SuanpanError, Unauthoriz
 from federation.k8s_names import DNS_LABEL
 from federation.store.database import DATABASE_DOWN, is_collision, is_outage
 from federation.validation import field_path
+from federation.wire.http import retry_after_header
 
 PROBLEM_TYPE_BASE = "https://suanpan.io/problems/"
 DNS_LABEL_MESSAGE = (
@@ -159,7 +160,7 @@ def _unavailable(
     """503 with `Retry-After`: the database does not answer, or rolled the request back."""
     log.error("database unavailable on %s %s: %s", request.method, request.path, _kind(exc))
     response = problem_response(503, "Service unavailable", detail, "unavailable")
-    response.headers["Retry-After"] = str(retry_after_s)
+    response.headers.update(retry_after_header(retry_after_s))
     return response
 
 

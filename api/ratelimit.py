@@ -23,6 +23,7 @@ from api.problems import Handler, problem_response
 from api.routes import API
 from federation.hubconfig import Bucket, RateLimits
 from federation.store.records import Principal
+from federation.wire.http import retry_after_header
 
 MAX_BUCKETS = 100_000  # a table this full is emptied (every caller starts with a full burst)
 EXEMPT = frozenset(op.operation_id for op in API.operations if op.tag == "meta")
@@ -110,5 +111,5 @@ async def rate_limit_middleware(request: web.Request, handler: Handler) -> web.S
         f"over the {scope}'s limit of {bucket.rate:g} requests/s (burst {bucket.burst:g});"
         f" retry after {math.ceil(wait)} s",
         "rate-limited",
-        {"Retry-After": str(math.ceil(wait))},
+        retry_after_header(wait),
     )

@@ -4,12 +4,14 @@ CLI's side of services (a service is named by its name, or by its id)."""
 from __future__ import annotations
 
 import argparse
+import uuid
 from typing import Any
 
 import yaml
 
 from api.cli_output import emit, indented
 from api.client import HubClient, HubError
+from federation.wire.http import IDEMPOTENCY_HEADER
 
 SERVICE_HEADER = ["NAME", "TENANT", "QUEUE", "PRIORITY", "DESIRED", "GENERATION", "STATE"]
 SHARD_HEADER = ["SHARD", "CLUSTER", "STATE", "HELD", "CAP", "READY", "UPDATED", "GENERATION"]
@@ -40,7 +42,7 @@ async def apply(client: HubClient, text: str, idempotency_key: str | None) -> No
     except HubError as exc:
         if exc.status != 404:
             raise
-        key = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        key = {IDEMPOTENCY_HEADER: idempotency_key or str(uuid.uuid4())}  # safe to resend
         service = await client.request(
             "POST", "/v1/services", data=text, headers={**yaml_body, **key}
         )

@@ -15,7 +15,6 @@ from api.registry import WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, job_out, listed_tenant, parse_id, replica_out
 from api.routes.submission import (
-    IDEMPOTENCY_HEADER,
     check_admissible,
     compile_failed,
     digest,
@@ -43,6 +42,7 @@ from federation.imports import KubernetesManifest, Submission, imported_path, to
 from federation.spec import JobManifest
 from federation.store import jobs as job_store
 from federation.store import replicas as replica_store
+from federation.wire.http import IDEMPOTENCY_HEADER
 
 
 def _imported(call: Call, submitted: JobManifest | KubernetesManifest) -> JobManifest:

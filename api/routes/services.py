@@ -16,7 +16,6 @@ from api.registry import WRITERS, Call, Reply
 from api.routes import API
 from api.routes.common import event_out, listed_tenant, service_out
 from api.routes.submission import (
-    IDEMPOTENCY_HEADER,
     check_admissible,
     compile_failed,
     digest,
@@ -42,6 +41,7 @@ from federation.spec import ServiceManifest
 from federation.store import service_shards
 from federation.store import services as service_store
 from federation.store.records import Service
+from federation.wire.http import IDEMPOTENCY_HEADER
 
 RECENT_EVENTS = 20
 JOB_TASK = "spec.tasks[0]"  # where the job form's checks name the server task

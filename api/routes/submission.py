@@ -17,8 +17,8 @@ from federation.spec import JobManifest, ServiceManifest
 from federation.store import tenancy
 from federation.store.tenancy import SubmissionTarget
 from federation.tenant_policy import TenantPolicy, violations
+from federation.wire.http import IDEMPOTENCY_HEADER
 
-IDEMPOTENCY_HEADER = "Idempotency-Key"
 IDEMPOTENCY_KEY = re.compile(HEADER_PATTERN.strip("^$"))
 Manifest = JobManifest | ServiceManifest
 

@@ -30,6 +30,7 @@ from federation.wire.agent import (
     StatusAck,
     StatusReport,
 )
+from federation.wire.http import RETRY_AFTER, retry_after
 from federation.wire.logs import LogFailure, LogRequestBatch
 from federation.wire.telemetry import TelemetryAck, TelemetryReport
 
@@ -44,15 +45,6 @@ class HubUnavailable(Exception):
     def __init__(self, message: str, retry_after_s: float | None = None) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds of a `Retry-After` header given in seconds (None: absent, or a date)."""
-    try:
-        seconds = float(value) if value is not None else None
-    except ValueError:
-        return None
-    return seconds if seconds is not None and 0 <= seconds < 3600 else None
 
 
 class HubRejected(Exception):
@@ -152,7 +144,7 @@ class HubApi:
                 if resp.status not in (200, 201):
                     raise HubUnavailable(
                         f"{method} {url}{path}: {resp.status} {text[:300]}",
-                        retry_after(resp.headers.get("Retry-After")),
+                        retry_after(resp.headers.get(RETRY_AFTER)),
                     )
                 return reply.model_validate_json(text)
         except (aiohttp.ClientError, TimeoutError) as exc:

@@ -56,18 +56,11 @@ def running_pods(sim: SimulatedCluster, job_id: str) -> list[str]:
 
 
 async def submit(fleet: Fleet, body: dict[str, Any]) -> dict[str, Any]:
-    """Submit a job as a client should: with an idempotency key, and again after a `503` or
-    `429` once its `Retry-After` passed (a collision with the agents' concurrent writes, SQLSTATE
-    40P01, is answered so; seen once in CI while two agents registered)."""
-    headers = {"Idempotency-Key": f"test-{time.monotonic_ns()}"}
-    for _ in range(5):
-        async with fleet._request("POST", "/v1/jobs", None, json=body, headers=headers) as r:
-            found: dict[str, Any] = await r.json(content_type=None)
-            if r.status not in (429, 503):
-                assert r.status == 201, found
-                return found
-            await asyncio.sleep(float(r.headers.get("Retry-After", "1")))
-    raise AssertionError(f"still refused after five tries: {found}")
+    """Submit a job as the CLI does: under an idempotency key, sent again after a `503` or
+    `429` once its `Retry-After` passed (a collision with the agents' concurrent writes,
+    SQLSTATE 40P01, is answered so; seen once in CI while two agents registered)."""
+    async with HubClient(fleet.url, ADMIN_TOKEN) as client:
+        return dict(await client.submit(body))
 
 
 async def submit_running(fleet: Fleet, name: str, **spec: Any) -> dict[str, Any]:
