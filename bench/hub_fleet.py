@@ -38,7 +38,7 @@ import yaml
 from bench.api_throughput import ADMIN, UNLIMITED, _load, member_token, wait_ready
 from bench.hub_loop import random_manifest
 from bench.procs import CpuMeter, descendants, rss_mib, tree
-from bench.profile import Sampler, available, markdown
+from bench.profile import LOOP_PARTS, Sampler, available, markdown
 from bench.results import Figure
 from bench.run import SECTIONS
 from deploy.fleet import free_port
@@ -240,21 +240,39 @@ async def _study(workdir: Path) -> list[Figure]:
             postgres=lambda: tree(pg_pid),
             agents=lambda: [a.pid for a in agents],
         )
-        sampler = Sampler([hub.pid], LOAD_S) if available() else None
+        samplers = (
+            (Sampler([hub.pid], LOAD_S), Sampler(descendants(hub.pid), LOAD_S))
+            if available()
+            else None
+        )
         meter.start()
-        if sampler is not None:
+        for sampler in samplers or ():
             await sampler.start()
         n, lat = await _load(
             url, member, 64, LOAD_S, lambda i: _manifest(rng, 2 * BURST + i, RUN_S)
         )
         cpu = meter.stop()
-        if sampler is not None:  # where the API's CPU goes while agents report and jobs queue
-            title = "Where the API's CPU goes with 10 agents reporting and 10,000 jobs queued"
-            found = markdown(await sampler.result(), title, 1000 * cpu["api"] / max(n, 1))
+        decided = await _placed_since(db, since)
+        if samplers is not None:  # where the API's and the loop's CPU go under the load
+            api_profile, loop_profile = [await s.result() for s in samplers]
+            found = (
+                markdown(
+                    api_profile,
+                    "Where the API's CPU goes with 10 agents reporting and 10,000 jobs queued",
+                    1000 * cpu["api"] / max(n, 1),
+                )
+                + "\n"
+                + markdown(
+                    loop_profile,
+                    "Where the scheduling loop's CPU goes meanwhile",
+                    1000 * cpu["loop"] / max(decided, 1),
+                    "decision",
+                    LOOP_PARTS,
+                )
+            )
             SECTIONS.mkdir(exist_ok=True)
             (SECTIONS / "hub_fleet.md").write_text(found)
             print(found)
-        decided = await _placed_since(db, since)
         gaps = sorted(await _cycle_gaps(db, since))
         lat.sort()
         async with db.connection() as conn:

@@ -20,7 +20,8 @@ from pathlib import Path
 RATE_HZ = 250
 HUB_FRAME = re.compile(r"\((?:[^()]*/)?((?:api|federation)/[^():]+):\d+\)$")
 # (part, what a frame's file path contains), tried in order from the leaf up
-PARTS = (
+Parts = tuple[tuple[str, tuple[str, ...]], ...]
+PARTS: Parts = (
     ("auth and rate limits", ("api/auth.py", "api/ratelimit.py", "api/oidc.py")),
     ("audit", ("api/audit.py", "store/audit.py")),
     ("fail-fast check", ("api/feasibility.py", "federation/scheduling/")),
@@ -32,6 +33,19 @@ PARTS = (
     ("aiohttp", ("aiohttp", "multidict", "yarl")),
     ("event loop", ("asyncio/", "uvloop", "selectors.py")),
     ("group commit", ("store/group_commit.py",)),
+    ("hub other", ("api/", "federation/")),
+)
+# the scheduling loop's process: its phases (store reads and writes by the library doing them)
+LOOP_PARTS: Parts = (
+    ("core", ("federation/scheduling/",)),
+    ("compiled jobs", ("federation/compiled.py", "federation/compiler.py", "federation/catalog")),
+    ("pydantic", ("pydantic",)),
+    ("JSON", ("/json/", "orjson")),
+    ("SQLAlchemy", ("sqlalchemy",)),
+    ("asyncpg", ("asyncpg",)),
+    ("snapshot", ("controllers/snapshot.py", "controllers/row_stamps.py")),
+    ("write-back", ("controllers/writer.py", "store/lifecycle.py", "store/events.py")),
+    ("event loop", ("asyncio/", "uvloop", "selectors.py")),
     ("hub other", ("api/", "federation/")),
 )
 
@@ -56,11 +70,11 @@ class Profile:
     def samples(self) -> int:
         return sum(self.stacks.values())
 
-    def parts(self) -> list[tuple[str, float]]:
+    def parts(self, rules: Parts = PARTS) -> list[tuple[str, float]]:
         """Share of samples per part (see `PARTS`), largest first."""
         counts: Counter[str] = Counter()
         for stack, n in self.stacks.items():
-            counts[_part(stack.split(";"))] += n
+            counts[_part(stack.split(";"), rules)] += n
         total = max(self.samples, 1)
         return [(part, n / total) for part, n in counts.most_common()]
 
@@ -75,9 +89,9 @@ class Profile:
         return [(name, n / total) for name, n in counts.most_common(top)]
 
 
-def _part(frames: list[str]) -> str:
+def _part(frames: list[str], rules: Parts) -> str:
     for frame in reversed(frames):
-        for part, needles in PARTS:
+        for part, needles in rules:
             if any(needle in frame for needle in needles):
                 return part
     return "other (interpreter, sockets, logging)"
@@ -135,17 +149,19 @@ def _read(folder: Path) -> Profile:
     return Profile(stacks)
 
 
-def markdown(profile: Profile, title: str, cpu_ms: float) -> str:
-    """A report section: `cpu_ms` of CPU per unit divided by part, and the hub's functions."""
+def markdown(
+    profile: Profile, title: str, cpu_ms: float, unit: str = "submission", rules: Parts = PARTS
+) -> str:
+    """A report section: `cpu_ms` of CPU per `unit` divided by part, and the hub's functions."""
     lines = [
         f"### {title}",
         "",
-        f"{profile.samples} py-spy samples; {cpu_ms:.2f} ms of CPU per submission.",
+        f"{profile.samples} py-spy samples; {cpu_ms:.2f} ms of CPU per {unit}.",
         "",
-        "| part | share | ms per submission |",
+        f"| part | share | ms per {unit} |",
         "| --- | ---: | ---: |",
     ]
-    lines += [f"| {p} | {s:.0%} | {s * cpu_ms:.2f} |" for p, s in profile.parts()]
+    lines += [f"| {p} | {s:.0%} | {s * cpu_ms:.2f} |" for p, s in profile.parts(rules)]
     lines += ["", "| hub function (on the stack) | share |", "| --- | ---: |"]
     lines += [f"| `{name}` | {share:.0%} |" for name, share in profile.hub_functions()]
     return "\n".join(lines) + "\n"
