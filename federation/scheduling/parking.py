@@ -75,7 +75,7 @@ class Parked:
     queues: tuple[Queue, ...]
     clusters: tuple[Hashable, ...]  # each cluster's facts apart from its nodes, in order
     rooms: Mapping[str, tuple[NodeRoom, ...]]  # per cluster, per node
-    placements: frozenset[Seen]
+    placements: Mapping[str, Placement]  # by job id
     preempting: frozenset[str]  # placements being evicted: no victims
 
     def skippable(self, state: State, config: SchedulerConfig) -> Mapping[str, Pending]:
@@ -92,7 +92,7 @@ class Parked:
         grown = self._grown(state)
         if grown is EVERYTHING:
             return {}
-        moved = _placements(state.placements.values()) ^ self.placements
+        moved = _moved(self.placements, state.placements)
         pools = {state.quota.pool(seen.queue) for seen in moved}
         takeable = [seen.priority for seen in moved if seen.preemptible or seen.elastic]
         lowest = min(takeable, default=None)
@@ -140,7 +140,7 @@ def park(state: State, config: SchedulerConfig, settled: Iterable[Pending]) -> P
         queues=tuple(state.quota.queues.values()),
         clusters=_clusters(state),
         rooms={c.name: tuple(_room(n) for n in c.nodes) for c in state.clusters.values()},
-        placements=_placements(state.placements.values()),
+        placements=dict(state.placements),
         preempting=frozenset(state.preempting),
     )
 
@@ -224,18 +224,32 @@ def _facts(cluster: ClusterState) -> Hashable:
     )
 
 
-def _placements(placements: Iterable[Placement]) -> frozenset[Seen]:
-    return frozenset(
-        Seen(
-            p.job.id,
-            p.job.priority,
-            p.job.preemptible,
-            p.job.queue,
-            any(t.elastic is not None for t in p.job.tasks),
-            p.cluster,
-            p.flavors,
-            p.replicas,
-            tuple((t.cpu_milli, t.memory_mib, t.replicas, t.elastic) for t in p.job.tasks),
-        )
-        for p in placements
+def _moved(before: Mapping[str, Placement], now: Mapping[str, Placement]) -> list[Seen]:
+    """What the victim search and quota see of the placements that came, went or changed
+    (both sides of a change). Placements a cycle did not touch are the same objects."""
+    moved = []
+    for job_id, p in now.items():
+        was = before.get(job_id)
+        if was is p:
+            continue
+        seen = _seen(p)
+        if was is None:
+            moved.append(seen)
+        elif (old := _seen(was)) != seen:
+            moved += (old, seen)
+    moved += (_seen(was) for job_id, was in before.items() if job_id not in now)
+    return moved
+
+
+def _seen(p: Placement) -> Seen:
+    return Seen(
+        p.job.id,
+        p.job.priority,
+        p.job.preemptible,
+        p.job.queue,
+        any(t.elastic is not None for t in p.job.tasks),
+        p.cluster,
+        p.flavors,
+        p.replicas,
+        tuple((t.cpu_milli, t.memory_mib, t.replicas, t.elastic) for t in p.job.tasks),
     )
