@@ -14,6 +14,7 @@ import random
 import ssl
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +45,18 @@ class HubError(Exception):
             for e in problem.get("errors", [])
         ]
         super().__init__("\n".join(lines))
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One request, as it is sent (again)."""
+
+    method: str
+    path: str
+    json: Any
+    data: str | None
+    params: dict[str, str] | None
+    headers: dict[str, str] | None
 
 
 class HubClient:
@@ -98,11 +111,12 @@ class HubClient:
     ) -> Any:
         """Send a request and return the decoded JSON body (None for 204); sent again while
         the hub refuses it for now, where that is safe (see the module)."""
+        call = _Call(method, path, json, data, params, headers)
         repeatable = method in SAFE_TO_REPEAT or IDEMPOTENCY_HEADER in (headers or {})
         attempt = 1
         while True:
             try:
-                return await self._any_replica(method, path, json, data, params, headers)
+                return await self._any_replica(call)
             except HubError as exc:
                 wait = _wait_s(exc, attempt) if repeatable and attempt < ATTEMPTS else None
                 if wait is None:
@@ -110,37 +124,25 @@ class HubClient:
             await asyncio.sleep(wait)
             attempt += 1
 
-    async def _any_replica(
-        self,
-        method: str,
-        path: str,
-        json: Any,
-        data: str | None,
-        params: dict[str, str] | None,
-        headers: dict[str, str] | None,
-    ) -> Any:
+    async def _any_replica(self, call: _Call) -> Any:
         """The call sent to the replica that served the last one, else the next that answers."""
         first = self.urls.index(self.url)
         order = self.urls[first:] + self.urls[:first]
         for url in order[:-1]:
             try:
-                return await self._send(url, method, path, json, data, params, headers)
+                return await self._send(url, call)
             except aiohttp.ClientConnectorError:
                 continue
-        return await self._send(order[-1], method, path, json, data, params, headers)
+        return await self._send(order[-1], call)
 
-    async def _send(
-        self,
-        url: str,
-        method: str,
-        path: str,
-        json: Any,
-        data: str | None,
-        params: dict[str, str] | None,
-        headers: dict[str, str] | None,
-    ) -> Any:
+    async def _send(self, url: str, call: _Call) -> Any:
         async with self._session.request(
-            method, url + path, json=json, data=data, params=params, headers=headers
+            call.method,
+            url + call.path,
+            json=call.json,
+            data=call.data,
+            params=call.params,
+            headers=call.headers,
         ) as resp:
             self.url = url
             if resp.status == 204:

@@ -18,6 +18,7 @@ from api.security import HubRunner
 from deploy.fleet import Fleet
 from federation.compiled import CompiledJob
 from federation.compiler import shard_form
+from federation.hubconfig import HubConfig
 from federation.store import jobs as job_store
 from federation.store import tenancy
 from federation.store.bootstrap import ensure_admin_token
@@ -74,14 +75,24 @@ class HubTestServer(TestServer):
         return HubRunner(self.app, **kwargs)
 
 
+@asynccontextmanager
+async def serving_hub(db: Database, config: HubConfig | None = None) -> AsyncIterator[Hub]:
+    """The hub app (with `config`) on a loopback port with a bootstrap admin token."""
+    await ensure_admin_token(db, ADMIN_TOKEN)
+    app = create_app(db, config=config)
+    client: TestClient[Any, Any] = TestClient(HubTestServer(app, host="127.0.0.1"))
+    await client.start_server()
+    try:
+        yield Hub(client, db)
+    finally:
+        await client.close()
+
+
 @pytest.fixture
 async def hub(db: Database) -> AsyncIterator[Hub]:
     """The hub app on a loopback port with a bootstrap admin token."""
-    await ensure_admin_token(db, ADMIN_TOKEN)
-    client: TestClient[Any, Any] = TestClient(HubTestServer(create_app(db), host="127.0.0.1"))
-    await client.start_server()
-    yield Hub(client, db)
-    await client.close()
+    async with serving_hub(db) as served:
+        yield served
 
 
 def job_manifest(name: str = "train", queue: str = "default", **spec: Any) -> dict[str, Any]:

@@ -9,14 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 
 from api import cli
-from api.app import create_app
 from federation.hubconfig import Bucket, HubConfig, RateLimits
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
-from tests.integration.conftest import ADMIN_TOKEN, Hub, HubTestServer, job_manifest
+from tests.integration.conftest import ADMIN_TOKEN, Hub, job_manifest, serving_hub
 
 pytestmark = pytest.mark.integration
 
@@ -123,13 +120,9 @@ async def test_every_response_carries_a_request_id(hub: Hub) -> None:
 async def limited(db: Database) -> AsyncIterator[Hub]:
     """A hub whose tokens may send a burst of 4 requests, then one every 10 s; a tenant's
     tokens together a burst of 5."""
-    await ensure_admin_token(db, ADMIN_TOKEN)
     limits = RateLimits(True, Bucket(0.1, 4), Bucket(0.1, 5))
-    app = create_app(db, config=HubConfig(rate_limits=limits))
-    client: TestClient[Any, Any] = TestClient(HubTestServer(app, host="127.0.0.1"))
-    await client.start_server()
-    yield Hub(client, db)
-    await client.close()
+    async with serving_hub(db, HubConfig(rate_limits=limits)) as served:
+        yield served
 
 
 async def test_a_token_over_its_burst_gets_429_with_retry_after(limited: Hub) -> None:

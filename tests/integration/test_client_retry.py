@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from aiohttp.test_utils import TestClient
 
-from api.app import create_app
 from api.client import HubClient, HubError
 from federation.hubconfig import Bucket, HubConfig, RateLimits
-from federation.store.bootstrap import ensure_admin_token
 from federation.store.database import Database
 from federation.store.tables import jobs
-from tests.integration.conftest import ADMIN_TOKEN, Hub, HubTestServer, job_manifest
+from tests.integration.conftest import ADMIN_TOKEN, Hub, job_manifest, serving_hub
 
 pytestmark = pytest.mark.integration
 
@@ -25,13 +21,9 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 async def hub(db: Database) -> AsyncIterator[Hub]:
     """A hub whose tokens and tenants may send a burst of 3 requests, then one a second."""
-    await ensure_admin_token(db, ADMIN_TOKEN)
     limits = RateLimits(True, Bucket(1.0, 3), Bucket(1.0, 3))
-    app = create_app(db, config=HubConfig(rate_limits=limits))
-    client: TestClient[Any, Any] = TestClient(HubTestServer(app, host="127.0.0.1"))
-    await client.start_server()
-    yield Hub(client, db)
-    await client.close()
+    async with serving_hub(db, HubConfig(rate_limits=limits)) as served:
+        yield served
 
 
 async def test_a_refused_read_and_submission_are_sent_again_after_retry_after(
