@@ -183,7 +183,10 @@ class _Cycle:
                 return
             helpable = [state.clusters[n] for n, v in verdicts.items() if self._helps(v)]
             preemption = None
-            if self.config.preemption:
+            # a preemptor whose victims (or the replicas it shrank) have not left yet waits
+            # for them rather than preempting again (kube-scheduler's nominated-node rule):
+            # while they are still reported, what it was promised looks taken
+            if self.config.preemption and job.id not in state.awaiting:
                 preemption = find_preemption(ctx, helpable, self.fits)
         if preemption is None or preemption.verdict.assignment is None:
             self._wait(ctx, reasons, helpable)

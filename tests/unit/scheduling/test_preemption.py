@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -267,3 +268,24 @@ def test_priority_still_comes_before_work_lost() -> None:
         snapshot(fleet, running=running), [job("hi", H100, count=8, priority=9)], now=0
     )
     assert victims(result) == ["low"]
+
+
+def test_a_preemptor_waits_for_what_it_shrank_to_leave_rather_than_preempting_again() -> None:
+    """An urgent job shrinks an elastic job from 4 replicas to 2 and holds what they free. In
+    the next cycle the cluster still reports the two removed replicas' devices as used: the
+    urgent job's hold is short of them, so it waits for them to leave instead of shrinking
+    the elastic job further or evicting it; once they are gone, it is placed."""
+    elastic = job("e", H100, count=2, replicas=4, elastic=(1, 4), priority=1)
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(elastic, "a")])
+    urgent = job("urgent", H100, count=4, priority=9)
+    first = schedule(snap, [urgent], now=0)
+    (preempted,) = first.preempted
+    assert not preempted.victims and [r.counts for r in preempted.shrunk] == [{"main": (4, 2)}]
+    shrunk = preempted.shrunk[0].placement
+    leaving = replace(snap, placements=(shrunk,), reservations=(preempted.reservation,))
+    second = schedule(leaving, [urgent], now=1)
+    assert not second.preempted and not second.placed
+    assert [p.job.id for p in second.pending] == ["urgent"]
+    gone = snapshot([cluster("a", pool("a", 1))], running=[(shrunk.job, "a")])
+    third = schedule(replace(gone, reservations=(preempted.reservation,)), [urgent], now=2)
+    assert [p.placement.job.id for p in third.placed] == ["urgent"] and not third.preempted
