@@ -356,7 +356,7 @@ class HeldBase:
     all on a fresh state.
     """
 
-    __slots__ = ("collided", "holds", "on_node", "short", "state", "taken", "taken_of")
+    __slots__ = ("collided", "holds", "on_node", "state", "taken", "taken_of")
 
     def __init__(self, cluster: Cluster, reservations: list[Placement]) -> None:
         self.state = ClusterState(cluster, 0, itertools.count())
@@ -365,14 +365,12 @@ class HeldBase:
         self.taken_of: dict[int, list[Usage]] = {}  # by id of the reservation: usages taken
         self.on_node: dict[int, set[int]] = {}  # by node: ids of reservations holding there
         self.taken: list[list[Usage]] = []  # per reservation of the last build, in order
-        self.short: list[bool] = []  # per reservation, in order: a usage of it was skipped
         self.collided: set[int] = set()  # nodes where a usage was skipped
         for reservation in reservations:  # one listed twice: its second copy collides
             key = id(reservation)
             usages = self.state.usages(reservation)
             self._hold(key, reservation, usages, [self._take(u) for u in usages])
             self.taken.append(self.taken_of[key])
-            self.short.append(not all(self.holds[key][2]))
 
     @classmethod
     def of(cls, cluster: Cluster, reservations: list[Placement]) -> HeldBase:
@@ -448,7 +446,6 @@ class HeldBase:
             self._hold(key, reservation, usages, flags)
         self._rebuild(cluster, reservations, dirty)
         self.taken = [self.taken_of[id(r)] for r in reservations]
-        self.short = [not all(self.holds[id(r)][2]) for r in reservations]
         return True
 
     def _rebuild(self, cluster: Cluster, reservations: list[Placement], dirty: set[int]) -> None:
@@ -492,7 +489,10 @@ class State:
             for base in bases.values():
                 base.state.owned = set()  # from now on shared with the clone made from it
             taken = {name: iter(base.taken) for name, base in bases.items()}
-            short = {name: iter(base.short) for name, base in bases.items()}
+            short = {  # per reservation: a usage of it collided (read under the lock)
+                name: iter([not all(base.holds[id(r)][2]) for r in holding[name]])
+                for name, base in bases.items()
+            }
         self.quota = QuotaLedger(snapshot.queues)
         self.placements: dict[str, Placement] = {}
         self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
