@@ -303,6 +303,7 @@ def core_job(compiled: CompiledJob, facts: JobFacts, tasks: tuple[Task, ...] | N
         max_runtime_s=compiled.max_runtime_seconds,
         checkpoint_interval_s=compiled.checkpoint_interval_seconds,
         since_checkpoint_s=facts.since_checkpoint_s,
+        grace_s=compiled.grace_period_seconds,
     )
 
 

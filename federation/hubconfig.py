@@ -7,7 +7,11 @@ scheduling:
   weights: {packing: 1, performance: 1, locality: 1, balance: 0, cost: 0, retry: 10,
             live_load: 1,  # live_load: clusters whose devices of the flavor are less busy
             growth_room: 2}  # growth_room: elastic jobs start where they can grow
-  preemption: {enabled: true, compareClusters: 3}
+  preemption:
+    enabled: true
+    compareClusters: 3
+    holdMarginSeconds: 60       # a preemptor's freed capacity is held this long after its
+                                # victims' grace periods, then released (docs/scheduling.md)
   backfill:                     # reservations for large gangs at the head of their queue
     enabled: true
     reservationsPerQueue: 1     # per queue, or per cohort for the queues of one
@@ -202,6 +206,7 @@ class HubConfig:
 
     interval_s: float = 1.0
     cycle_target_s: float = 1.0  # a cycle's window of a long queue is sized to take this long
+    hold_margin_s: float = 60.0  # a preemptor's hold outlives its victims' grace by this much
     core: SchedulerConfig = field(default_factory=SchedulerConfig)
     health: HealthConfig = field(default_factory=HealthConfig)
     retry: RetryPolicy = DEFAULT_RETRY
@@ -225,6 +230,7 @@ Seconds = float
 class _Preemption(_File):
     enabled: bool = True
     compare_clusters: int = Field(default=3, ge=0, alias="compareClusters")
+    hold_margin_seconds: Seconds = Field(default=60.0, ge=0, le=3600, alias="holdMarginSeconds")
 
 
 class _Backfill(_File):
@@ -441,6 +447,7 @@ def parse_hub_config(text: str) -> HubConfig:
     return HubConfig(
         interval_s=s.interval_seconds,
         cycle_target_s=s.cycle_target_seconds,
+        hold_margin_s=s.preemption.hold_margin_seconds,
         core=core,
         health=HealthConfig(
             parsed.health.not_ready_after_seconds,

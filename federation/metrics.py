@@ -36,6 +36,12 @@ PARKED = Gauge(
     "Waiting jobs the next cycle skips until something they could use appears",
     registry=LOOP_REGISTRY,
 )
+HOLDS_EXPIRED = Counter(
+    "suanpan_scheduler_preemption_holds_expired",
+    "Capacity held for a preemptor released because it was still in use after the victims' "
+    "grace periods and the hold margin (something outside the hub may have taken it)",
+    registry=LOOP_REGISTRY,
+)
 LEADER = Gauge(
     "suanpan_scheduler_leader",
     "1 while this hub replica leads the controllers",

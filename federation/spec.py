@@ -220,6 +220,7 @@ class FailurePolicy(_Strict):
 
 
 MAX_GRACE_SECONDS = 3600
+DEFAULT_GRACE_SECONDS = 30  # what pods get when their job names no grace period (the agent's)
 
 
 class Checkpoint(_Strict):

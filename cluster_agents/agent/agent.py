@@ -67,6 +67,7 @@ from cluster_agents.agent.status import latest, next_attempt, replica_statuses, 
 from cluster_agents.agent.telemetry import TelemetryLoop
 from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
+from federation.spec import DEFAULT_GRACE_SECONDS
 from federation.wire import annotations as ann
 from federation.wire.agent import (
     Assignment,
@@ -92,7 +93,7 @@ class AgentConfig:
     labels: dict[str, str] = field(default_factory=dict)
     agent_version: str = "0.1.0"
     poll_wait_s: float = 10.0
-    grace_seconds: int = 30
+    grace_seconds: int = DEFAULT_GRACE_SECONDS
     debounce_s: float = 0.1
     # under steady churn at most this share of the agent's time goes to reconciling: after a
     # reconcile of d seconds the next waits d x (1 / share - 1) at least (a work queue's rate

@@ -19,6 +19,7 @@ from federation import metrics
 from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
+from federation.controllers.holds import Holds
 from federation.controllers.leader import Leadership, LostLeadership
 from federation.controllers.pacing import Pace
 from federation.controllers.services import Reconciled, ServiceController
@@ -66,7 +67,7 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self.pace = Pace(self.config.cycle_target_s)  # how much of a long queue a cycle reads
-        self._held: dict[str, Placement] = {}  # preemptor id -> capacity freed for it
+        self._holds = Holds(self.config.hold_margin_s)  # capacity freed for preemptors
         self._parked: Parked | None = None  # what the last written cycle parked
         self._reasons = writer.ReasonsWritten()  # when each pending reason was last written
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
@@ -91,7 +92,16 @@ class SchedulerLoop:
                 window=self.pace.window,
             )
         read_done = time.perf_counter()
-        held = tuple(p for job_id, p in self._held.items() if job_id in read.refs)
+        for hold in self._holds.expire(now):
+            metrics.HOLDS_EXPIRED.inc()
+            log.warning(
+                "job %s: capacity freed for it on %s is still in use %.0f s after its victims"
+                " had to leave; no longer held",
+                hold.reservation.job.id,
+                hold.reservation.cluster,
+                self._holds.margin_s,
+            )
+        held = self._holds.reservations(read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
         parked, self._parked = self._parked, None  # kept only once this cycle is written
         result = await asyncio.to_thread(
@@ -103,11 +113,7 @@ class SchedulerLoop:
             written = await writer.write(conn, read, result, self._reasons)
         write_done = time.perf_counter()
         self._parked = result.parked
-        for placed in result.placed:
-            self._held.pop(placed.placement.job.id, None)
-        for preempted in result.preempted:
-            self._held[preempted.preemptor.id] = preempted.reservation
-        self._held = {k: v for k, v in self._held.items() if k in read.refs}
+        self._holds.settle(result, now, read.refs)
         report = CycleReport(
             len(read.pending),
             written,

@@ -188,6 +188,7 @@ class Job:
     max_runtime_s: float | None = None
     checkpoint_interval_s: float | None = None  # it checkpoints this often from its start
     since_checkpoint_s: float | None = None  # seconds since the checkpoint it last reported
+    grace_s: float | None = None  # its pods' time to stop when evicted (None: the agents' default)
 
     @property
     def run_times_matter(self) -> bool:

@@ -94,8 +94,8 @@ async def _agent(hub: Hub, cluster: str, nodes: list[dict[str, Any]]) -> str:
     return str(token)
 
 
-async def _loop(hub: Hub) -> SchedulerLoop:
-    loop = SchedulerLoop(hub.db, load_catalog())
+async def _loop(hub: Hub, config: HubConfig | None = None) -> SchedulerLoop:
+    loop = SchedulerLoop(hub.db, load_catalog(), config=config)
     assert await loop.leadership.acquire()
     return loop
 
@@ -356,6 +356,46 @@ async def test_high_priority_preempts_and_the_victim_is_requeued_and_rerun(hub: 
     await loop.cycle()
     _, low = await hub.call("GET", f"/v1/jobs/{low['id']}", user)
     assert (low["state"], low["epoch"]) == ("Placed", 2)
+
+
+@pytest.mark.parametrize("margin_s", [0.0, 60.0])
+async def test_a_preemptor_holds_what_its_victim_freed_only_until_the_victim_had_to_leave(
+    hub: Hub, margin_s: float
+) -> None:
+    """The victim names no grace period to stop in (`gracePeriodSeconds: 0`) and leaves, but
+    its node still reports the devices used (something outside the hub took them). With a
+    hold margin of 0 the preemptor's hold is released at the next cycle and it evicts the
+    other low job; with the default margin it waits, evicting nothing more."""
+    user = await hub.tenant_with_queue("acme")
+    agent = await _agent(hub, "east", [_node("n1"), _node("n2")])
+    lows = []
+    for name in ("low-1", "low-2"):
+        manifest = _job(name, replicas=1, count=8, priority="low")
+        manifest["spec"]["checkpoint"] = {"gracePeriodSeconds": 0}
+        _, low = await hub.call("POST", "/v1/jobs", user, json=manifest)
+        lows.append(low)
+    loop = await _loop(hub, HubConfig(hold_margin_s=margin_s))
+    await loop.cycle()
+    for low in lows:
+        await _status(hub, agent, low, "Running")
+    full = [_node("n1", used=8), _node("n2", used=8)]
+    await hub.call(
+        "POST", "/v1/agent/inventory", agent, json={"generation": 2, "full": True, "nodes": full}
+    )
+    _, high = await hub.call(
+        "POST", "/v1/jobs", user, json=_job("high", replicas=1, count=8, priority="critical")
+    )
+    assert (await loop.cycle()).written.preempted == 1
+    states = {}
+    for low in lows:
+        _, got = await hub.call("GET", f"/v1/jobs/{low['id']}", user)
+        states[low["id"]] = got["state"]
+    (victim,) = [job_id for job_id, state in states.items() if state == "Preempting"]
+    await _status(hub, agent, {"id": victim}, "Evicted")
+    report = await loop.cycle()
+    assert report.written.preempted == (1 if margin_s == 0 else 0)
+    _, high = await hub.call("GET", f"/v1/jobs/{high['id']}", user)
+    assert high["state"] == "Queued"
 
 
 async def test_inventory_gap_asks_for_a_full_resync(hub: Hub) -> None:

@@ -24,7 +24,7 @@ scheduling:
   intervalSeconds: 0.5
   cycleTargetSeconds: 2.5
   weights: {packing: 2, performance: 1, locality: 0, retry: 5}
-  preemption: {enabled: false, compareClusters: 0}
+  preemption: {enabled: false, compareClusters: 0, holdMarginSeconds: 15}
   backfill: {enabled: false, reservationsPerQueue: 3, minDevices: 16, minWaitSeconds: 120}
   priorityAgingSeconds: 60
   maxAssignments: 8
@@ -52,6 +52,7 @@ def test_every_field_is_read() -> None:
         "retry": 5,
     }
     assert config.core.preemption is False and config.core.preemption_compare == 0
+    assert config.hold_margin_s == 15
     assert config.core.backfill is False and config.core.reservations_per_queue == 3
     assert config.core.reservation_min_devices == 16
     assert config.core.reservation_min_wait_s == 120

@@ -1,0 +1,85 @@
+"""A preemptor's hold on what its victims free lasts until they must be gone, plus a margin."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from federation.controllers.holds import Holds
+from federation.scheduling.cycle import schedule
+from federation.scheduling.decisions import CycleResult
+from federation.scheduling.model import Snapshot
+from federation.spec import DEFAULT_GRACE_SECONDS
+
+from .builders import H100, cluster, job, pool, snapshot
+
+URGENT = job("urgent", H100, count=8, priority=9)
+PENDING = {"urgent"}
+
+
+def _victims(result: CycleResult) -> list[str]:
+    return sorted(v.job.id for p in result.preempted for v in p.victims)
+
+
+def _cycle(snap: Snapshot, holds: Holds, now: float) -> CycleResult:
+    """One cycle as the loop runs it: expire, hold, schedule, settle."""
+    holds.expire(now)
+    result = schedule(replace(snap, reservations=holds.reservations(PENDING)), [URGENT], now=now)
+    holds.settle(result, now, PENDING)
+    return result
+
+
+def test_a_hold_whose_capacity_something_else_took_is_released_after_the_victims_grace() -> None:
+    """Two low jobs fill a node each; the urgent job evicts one (grace 20 s) and holds its
+    node. The victim leaves, but something outside the hub takes its devices: the cluster
+    still reports them used. Until the grace period and the margin are past, the urgent job
+    waits and evicts nothing more (its hold is short); then the hold is dropped and it evicts
+    the other low job instead of waiting for ever."""
+    lows = [replace(job(f"low-{i}", H100, count=8), grace_s=20) for i in (1, 2)]
+    snap = snapshot([cluster("a", pool("a", 2))], running=[(j, "a") for j in lows])
+    holds = Holds(margin_s=60)
+    first = _cycle(snap, holds, now=0)
+    (victim,) = _victims(first)
+    taken = replace(snap, placements=tuple(p for p in snap.placements if p.job.id != victim))
+    for now in (1, 40, 80):
+        waiting = _cycle(taken, holds, now)
+        assert not waiting.preempted and not waiting.placed and len(holds) == 1
+    last = _cycle(taken, holds, now=81)
+    assert _victims(last) == sorted({"low-1", "low-2"} - {victim})
+    assert len(holds) == 1  # the new preemption holds the other node
+
+
+def test_a_hold_lasts_the_longest_grace_of_what_the_preemption_deletes() -> None:
+    """Victims naming no grace period get the agents' default; the longest one counts."""
+    lows = [job("low-1", H100, count=4), replace(job("low-2", H100, count=4), grace_s=5)]
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(j, "a") for j in lows])
+    holds = Holds(margin_s=10)
+    result = _cycle(snap, holds, now=100)
+    assert _victims(result) == ["low-1", "low-2"]
+    assert not holds.expire(100 + DEFAULT_GRACE_SECONDS + 10)
+    (hold,) = holds.expire(100 + DEFAULT_GRACE_SECONDS + 10.5)
+    assert hold.reservation.job.id == "urgent" and len(holds) == 0
+
+
+def test_a_placed_or_vanished_preemptor_holds_nothing() -> None:
+    low = job("low", H100, count=8)
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(low, "a")])
+    holds = Holds(margin_s=60)
+    first = _cycle(snap, holds, now=0)
+    assert _victims(first) == ["low"] and holds.reservations(PENDING)
+    gone = snapshot([cluster("a", pool("a", 1))])
+    placed = _cycle(gone, holds, now=1)
+    assert [p.placement.job.id for p in placed.placed] == ["urgent"] and len(holds) == 0
+    _cycle(snap, holds, now=2)
+    holds.settle(CycleResult(), now=3, pending=set())  # cancelled meanwhile
+    assert len(holds) == 0
+
+
+def test_a_shrink_holds_for_the_grace_of_the_replicas_it_removes() -> None:
+    elastic = replace(job("e", H100, count=2, replicas=4, elastic=(1, 4), priority=1), grace_s=50)
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(elastic, "a")])
+    holds = Holds(margin_s=10)
+    urgent = job("urgent", H100, count=4, priority=9)
+    result = schedule(snap, [urgent], now=0)
+    assert [r.counts for p in result.preempted for r in p.shrunk] == [{"main": (4, 2)}]
+    holds.settle(result, now=0, pending=PENDING)
+    assert not holds.expire(60) and len(holds.expire(60.5)) == 1
