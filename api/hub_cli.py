@@ -159,6 +159,12 @@ async def serve(settings: HubSettings, config: HubConfig, loop_args: list[str]) 
         await runner.cleanup()
 
 
+def loop_database(url: str) -> Database:
+    """The scheduling process's database: its few large statements are planned for the rows
+    there are each time they run (`Database(custom_plans=...)`, docs/design-notes.md)."""
+    return Database(url, custom_plans=True)
+
+
 async def schedule(
     settings: HubSettings, config: HubConfig, metrics_file: Path | None, exit_with_stdin: bool
 ) -> None:
@@ -167,7 +173,7 @@ async def schedule(
     from api.scheduling_process import stdin_closed, write_metrics_until
 
     assert settings.database_url is not None
-    db = Database(settings.database_url, custom_plans=True)
+    db = loop_database(settings.database_url)
     listener = Listener(settings.database_url)
     stop = asyncio.Event()
     _on_signals(stop)

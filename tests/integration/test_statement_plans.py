@@ -15,6 +15,7 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
+from api.hub_cli import loop_database
 from federation.store.database import Database
 from federation.store.tables import jobs
 
@@ -37,7 +38,7 @@ async def _plans_after(db: Database, runs: int) -> tuple[int, int]:
 
 
 async def test_the_loops_statements_are_planned_again_each_time(db: Database) -> None:
-    loop_db = Database(db.url, pool_size=1, custom_plans=True)
+    loop_db = loop_database(db.url)  # what `suanpan-hub schedule` runs its loop on
     try:
         assert await _plans_after(loop_db, 8) == (0, 8)
     finally:
