@@ -8,7 +8,8 @@ cluster and priority. Most placements of a snapshot are the same objects as in t
 all each cycle took a tenth of the loop's CPU with 20,000 jobs held. `Running.of` accounts the
 placements that came and takes back those that went. No decision depends on the order of the
 indexes (the victim search, backfill and elastic growth sort by job id), so the state is the
-same as one accounted afresh.
+same as one accounted afresh. A state's own changes (place, evict, resize) index and count
+through its copy too (`enter`, `leave`): the rules have one owner.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class Running:
         self.elastic: dict[str, Placement] = {}
         self.demand: dict[str, Counter[str]] = {}  # quota charged, per queue
         self.where: Counter[tuple[str, str]] = Counter()  # (cluster, queue)
-        self.preemptible: Counter[tuple[str, int]] = Counter()  # (cluster, priority)
+        self.preemptible: dict[str, Counter[int]] = {}  # per cluster: placements by priority
 
     @classmethod
     def of(cls, placements: Sequence[Placement]) -> Running:
@@ -84,7 +85,7 @@ class Running:
         copy.elastic = dict(self.elastic)
         copy.demand = {queue: Counter(charged) for queue, charged in self.demand.items()}
         copy.where = Counter(self.where)
-        copy.preemptible = Counter(self.preemptible)
+        copy.preemptible = {cluster: Counter(n) for cluster, n in self.preemptible.items()}
         return copy
 
     def _follow(self, placements: Sequence[Placement]) -> bool:
@@ -101,10 +102,25 @@ class Running:
         return len(self.placements) == len(members)
 
     def _add(self, key: int, placement: Placement) -> None:
-        job, cluster = placement.job, placement.cluster
-        amounts = demand(job, options(placement))
+        amounts = demand(placement.job, options(placement))
         self.members[key] = (placement, amounts)
-        self.demand.setdefault(job.queue, Counter()).update(amounts)
+        self.demand.setdefault(placement.job.queue, Counter()).update(amounts)
+        self.enter(placement)
+
+    def _remove(self, key: int) -> None:
+        placement, amounts = self.members.pop(key)
+        charged = self.demand[placement.job.queue]
+        charged.subtract(amounts)
+        for resource in [r for r in amounts if not charged[r]]:
+            del charged[resource]
+        if not charged:
+            del self.demand[placement.job.queue]
+        self.leave(placement)
+
+    def enter(self, placement: Placement) -> None:
+        """Index and count `placement` (its quota is charged by whoever keeps the ledger: the
+        state in a cycle, `demand` across cycles)."""
+        job, cluster = placement.job, placement.cluster
         self.placements[job.id] = placement
         self.by_cluster.setdefault(cluster, {})[job.id] = placement
         self.by_queue.setdefault(job.queue, {})[job.id] = placement
@@ -115,18 +131,12 @@ class Running:
             self.elastic[job.id] = placement
         self.where[cluster, job.queue] += 1
         if job.preemptible:
-            self.preemptible[cluster, job.priority] += 1
+            self.preemptible.setdefault(cluster, Counter())[job.priority] += 1
 
-    def _remove(self, key: int) -> None:
-        placement, amounts = self.members.pop(key)
+    def leave(self, placement: Placement) -> None:
+        """Take `placement` out of the indexes and counts `enter` put it in."""
         job, cluster = placement.job, placement.cluster
-        charged = self.demand[job.queue]
-        charged.subtract(amounts)
-        for resource in [r for r in amounts if not charged[r]]:
-            del charged[resource]
-        if not charged:
-            del self.demand[job.queue]
-        del self.placements[job.id]
+        self.placements.pop(job.id, None)
         _unindex(self.by_cluster, cluster, job.id)
         _unindex(self.by_queue, job.queue, job.id)
         for flavor in set(placement.flavors):
@@ -135,14 +145,18 @@ class Running:
         self.elastic.pop(job.id, None)
         _uncount(self.where, (cluster, job.queue))
         if job.preemptible:
-            _uncount(self.preemptible, (cluster, job.priority))
+            counts = self.preemptible.setdefault(cluster, Counter())
+            _uncount(counts, job.priority)
+            if not counts:
+                del self.preemptible[cluster]
 
 
 def _unindex(index: dict[K, dict[str, Placement]], key: K, job_id: str) -> None:
-    entries = index[key]
-    del entries[job_id]
-    if not entries:
-        del index[key]
+    entries = index.get(key)
+    if entries is not None:
+        entries.pop(job_id, None)
+        if not entries:
+            del index[key]
 
 
 def _uncount(counts: Counter[K], key: K) -> None:

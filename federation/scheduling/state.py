@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import threading
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -494,13 +494,15 @@ class State:
                 for name, base in bases.items()
             }
         self.quota = QuotaLedger(snapshot.queues)
-        self.placements: dict[str, Placement] = {}
-        self.by_cluster: dict[str, dict[str, Placement]] = {name: {} for name in self.clusters}
-        self.by_queue: dict[str, dict[str, Placement]] = {}
-        self.by_flavor: dict[tuple[str, str], dict[str, Placement]] = {}  # (cluster, flavor)
-        self.elastic: dict[str, Placement] = {}  # placements whose replica counts may change
+        # the running placements, indexed and counted; the state's changes keep it so
+        self.running = Running.of(snapshot.placements)
+        self.placements = self.running.placements  # by job id
+        self.by_cluster = self.running.by_cluster
+        self.by_queue = self.running.by_queue
+        self.by_flavor = self.running.by_flavor  # by (cluster, flavor)
+        self.elastic = self.running.elastic  # placements whose replica counts may change
         # per cluster: how many preemptible placements there are of each priority
-        self.preemptible: dict[str, dict[int, int]] = {name: {} for name in self.clusters}
+        self.preemptible = self.running.preemptible
         self.preempting: set[str] = set(snapshot.preempting)
         self.pinned: set[str] = set()  # placed jobs a reservation counts on: never victims
         self.fresh: set[str] = set()  # placed in this cycle
@@ -511,7 +513,7 @@ class State:
         self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
-        self._account_running(snapshot.placements)
+        self._charge_running()
         for reservation in snapshot.reservations:  # what `hold` would have recorded
             if reservation.cluster in taken:
                 held = self.held.setdefault(reservation.job.id, [])
@@ -678,46 +680,24 @@ class State:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _account_running(self, placements: Sequence[Placement]) -> None:
-        """`_account(p, 1)` for every placement, taken from their accounting (`Running`)."""
-        running = Running.of(placements)
-        self.placements = running.placements
-        self.by_cluster.update(running.by_cluster)
-        self.by_queue = running.by_queue
-        self.by_flavor = running.by_flavor
-        self.elastic = running.elastic
+    def _charge_running(self) -> None:
+        """What `_account(p, 1)` charges beyond `Running`, for every running placement at
+        once: quota, and presence per queue and tenant."""
+        running = self.running
         for queue, amounts in running.demand.items():
             self.quota.charge(queue, amounts)
-        for (cluster, priority), count in running.preemptible.items():
-            self.preemptible.setdefault(cluster, {})[priority] = count
         for (cluster, queue), count in running.where.items():
             presence = self.presence.setdefault(cluster, {})
             for name in (f"queue:{queue}", f"tenant:{self.tenant(queue)}"):
                 presence[name] = presence.get(name, 0) + count
 
     def _account(self, placement: Placement, sign: int) -> None:
-        self.quota.charge(placement.job.queue, demand(placement.job, options(placement)), sign)
         job = placement.job
-        indexes = [
-            self.placements,
-            self.by_cluster.setdefault(placement.cluster, {}),
-            self.by_queue.setdefault(job.queue, {}),
-        ]
-        indexes += [
-            self.by_flavor.setdefault((placement.cluster, flavor), {})
-            for flavor in set(placement.flavors)
-            if flavor
-        ]
-        if job.elastic:
-            indexes.append(self.elastic)
-        for index in indexes:
-            if sign > 0:
-                index[job.id] = placement
-            else:
-                index.pop(job.id, None)
-        if job.preemptible:
-            counts = self.preemptible.setdefault(placement.cluster, {})
-            counts[job.priority] = counts.get(job.priority, 0) + sign
+        self.quota.charge(job.queue, demand(job, options(placement)), sign)
+        if sign > 0:
+            self.running.enter(placement)
+        else:
+            self.running.leave(placement)
         presence = self.presence.setdefault(placement.cluster, {})
         for key in (f"queue:{job.queue}", f"tenant:{self.tenant(job.queue)}"):
             presence[key] = presence.get(key, 0) + sign
