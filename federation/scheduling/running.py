@@ -131,7 +131,10 @@ class Running:
             self.elastic[job.id] = placement
         self.where[cluster, job.queue] += 1
         if job.preemptible:
-            self.preemptible.setdefault(cluster, Counter())[job.priority] += 1
+            counts = self.preemptible.get(cluster)
+            if counts is None:
+                counts = self.preemptible[cluster] = Counter()
+            counts[job.priority] += 1
 
     def leave(self, placement: Placement) -> None:
         """Take `placement` out of the indexes and counts `enter` put it in."""
@@ -145,7 +148,7 @@ class Running:
         self.elastic.pop(job.id, None)
         _uncount(self.where, (cluster, job.queue))
         if job.preemptible:
-            counts = self.preemptible.setdefault(cluster, Counter())
+            counts = self.preemptible[cluster]
             _uncount(counts, job.priority)
             if not counts:
                 del self.preemptible[cluster]

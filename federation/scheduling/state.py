@@ -510,7 +510,7 @@ class State:
         # jobs whose held capacity is partly still in use (their victims, or the replicas a
         # shrink took from an elastic job, have not left yet)
         self.awaiting: set[str] = set()
-        self.presence: dict[str, dict[str, int]] = {name: {} for name in self.clusters}
+        self._queues_of: dict[str, list[str]] | None = None  # by tenant (`runs_there`)
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
         self._charge_running()
@@ -681,15 +681,10 @@ class State:
     # --- helpers ---------------------------------------------------------------------------
 
     def _charge_running(self) -> None:
-        """What `_account(p, 1)` charges beyond `Running`, for every running placement at
-        once: quota, and presence per queue and tenant."""
-        running = self.running
-        for queue, amounts in running.demand.items():
+        """What `_account(p, 1)` charges beyond `Running` (quota), for every running placement
+        at once."""
+        for queue, amounts in self.running.demand.items():
             self.quota.charge(queue, amounts)
-        for (cluster, queue), count in running.where.items():
-            presence = self.presence.setdefault(cluster, {})
-            for name in (f"queue:{queue}", f"tenant:{self.tenant(queue)}"):
-                presence[name] = presence.get(name, 0) + count
 
     def _account(self, placement: Placement, sign: int) -> None:
         job = placement.job
@@ -698,9 +693,24 @@ class State:
             self.running.enter(placement)
         else:
             self.running.leave(placement)
-        presence = self.presence.setdefault(placement.cluster, {})
-        for key in (f"queue:{job.queue}", f"tenant:{self.tenant(job.queue)}"):
-            presence[key] = presence.get(key, 0) + sign
+
+    def runs_there(self, cluster: str, queue: str) -> tuple[bool, bool]:
+        """Whether `cluster` runs placements of `queue`, and of its queue's tenant."""
+        where = self.running.where
+        if where.get((cluster, queue), 0) > 0:
+            return True, True
+        tenant = self.tenant(queue)
+        if self._queues_of is None:
+            self._queues_of = {}
+            for q in self.quota.queues.values():
+                self._queues_of.setdefault(q.tenant, []).append(q.name)
+        if tenant:
+            same = self._queues_of.get(tenant, ())
+            return False, any(where.get((cluster, q), 0) > 0 for q in same)
+        # no tenant known: like every queue without one (rare, so found by a scan)
+        return False, any(
+            n > 0 and c == cluster and not self.tenant(q) for (c, q), n in where.items()
+        )
 
     def any_preemptible_below(self, cluster: str, priority: int) -> bool:
         """Whether `cluster` runs a preemptible placement of priority lower than `priority`."""
@@ -736,7 +746,7 @@ class State:
             _indexed(self.by_flavor),
             _indexed({"": self.elastic}),
             _counted(self.preemptible),
-            _counted(self.presence),
+            tuple(sorted((k, n) for k, n in self.running.where.items() if n)),
             tuple(sorted(self.preempting)),
             tuple(sorted(self.fresh)),
             tuple(sorted((j, tuple(h)) for j, h in self.held.items())),

@@ -20,16 +20,14 @@ class Locality:
     def score(self, ctx: JobContext, candidates: Sequence[Candidate]) -> list[float]:
         """0..100 per candidate."""
         job = ctx.job
-        queue_key = f"queue:{job.queue}"
-        tenant_key = f"tenant:{ctx.state.tenant(job.queue)}"
         preferred = job.constraints.preferred_regions
         scores = []
         for c in candidates:
-            presence = ctx.state.presence.get(c.cluster.name, {})
+            same_queue, same_tenant = ctx.state.runs_there(c.cluster.name, job.queue)
             score = 0.0
-            if presence.get(queue_key, 0) > 0:
+            if same_queue:
                 score = SAME_QUEUE
-            elif presence.get(tenant_key, 0) > 0:
+            elif same_tenant:
                 score = SAME_TENANT
             region = c.cluster.cluster.region
             if region in preferred:

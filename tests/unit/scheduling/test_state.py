@@ -80,7 +80,7 @@ def test_running_placements_are_accounted_in_bulk_as_one_by_one() -> None:
     for placement in snap.placements:
         single._account(placement, 1)
     assert bulk.quota.usage == single.quota.usage
-    assert (bulk.presence, bulk.preemptible) == (single.presence, single.preemptible)
+    assert (bulk.running.where, bulk.preemptible) == (single.running.where, single.preemptible)
     assert (bulk.by_cluster, bulk.by_queue, bulk.by_flavor) == (
         single.by_cluster,
         single.by_queue,
