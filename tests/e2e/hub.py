@@ -15,13 +15,15 @@ from federation.store.embedded import EmbeddedPostgres
 
 @asynccontextmanager
 async def hub_over(
-    env: Environment, names: Sequence[str], workdir: Path, config: str = ""
+    env: Environment, names: Sequence[str], workdir: Path, scheduling: str = ""
 ) -> AsyncIterator[Api]:
-    """Admin calls to a hub whose agents run for `names` (Ready when this yields); `config`:
-    more of the hub's configuration file. The session's clusters are left without pods."""
+    """Admin calls to a hub whose agents run for `names` (Ready when this yields);
+    `scheduling`: more of the configuration's `scheduling` section (one flow mapping's
+    entries). The session's clusters are left without pods."""
     pg = EmbeddedPostgres(workdir / "pg")
     url = await hub_database(pg)
-    (workdir / "hub.yaml").write_text("scheduling: {intervalSeconds: 0.2}\n" + config)
+    extra = f", {scheduling}" if scheduling else ""
+    (workdir / "hub.yaml").write_text(f"scheduling: {{intervalSeconds: 0.2{extra}}}\n")
     hubs = Hubs(url, workdir, count=1, args=["--config", str(workdir / "hub.yaml")])
     agents: Agents | None = None
     try:
