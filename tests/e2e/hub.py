@@ -3,14 +3,50 @@ session's local clusters, for end-to-end tests that submit through the API."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 from bench.failover import Agents, Api, Hubs, clear_pods, hub_database, setup_tenancy
 from deploy.local.clusters import Environment
 from deploy.local.kube import wait_for
 from federation.store.embedded import EmbeddedPostgres
+
+ASCEND = "huawei/Ascend910B3"
+
+
+def ascend_job(
+    name: str,
+    count: int,
+    priority: str = "normal",
+    spec: Mapping[str, Any] | None = None,
+    **task: Any,
+) -> dict[str, Any]:
+    """A job of the bench tenant: one task whose replicas take `count` Ascend 910B3 each
+    (`spec`: more of the job's spec, `task`: more of its task)."""
+    return {
+        "apiVersion": "suanpan.io/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "tenant": "bench"},
+        "spec": {
+            "queue": "default",
+            "priorityClass": priority,
+            **(spec or {}),
+            "tasks": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {
+                        "cpu": "1",
+                        "memory": "1Gi",
+                        "accelerators": {"count": count, "anyOf": [{"flavor": ASCEND}]},
+                    },
+                    **task,
+                }
+            ],
+        },
+    }
 
 
 @asynccontextmanager

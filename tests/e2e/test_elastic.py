@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from functools import partial
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -21,37 +20,11 @@ from deploy.local.clusters import Environment
 from deploy.local.kube import wait_for
 from federation.wire import annotations as ann
 from tests.e2e.conftest import ExtendedClusters
-from tests.e2e.hub import hub_over
+from tests.e2e.hub import ascend_job, hub_over
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 BEIJING = "dc-beijing"  # one node of 8 Ascend 910B3: room for 4 replicas of 2
-FLAVOR = "huawei/Ascend910B3"
-
-
-def manifest(name: str, count: int, **task: Any) -> dict[str, Any]:
-    """A job of one task whose replicas take `count` devices each (`task`: its sizes)."""
-    return {
-        "apiVersion": "suanpan.io/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "tenant": "bench"},
-        "spec": {
-            "queue": "default",
-            "priorityClass": "critical" if name == "urgent" else "normal",
-            "tasks": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "resources": {
-                        "cpu": "1",
-                        "memory": "1Gi",
-                        "accelerators": {"count": count, "anyOf": [{"flavor": FLAVOR}]},
-                    },
-                    **task,
-                }
-            ],
-        },
-    }
 
 
 async def running(env: Environment, job_id: str) -> list[int]:
@@ -90,13 +63,13 @@ async def test_an_elastic_job_grows_shrinks_for_an_urgent_job_and_grows_back(
 ) -> None:
     env = extended_clusters.env
     elastic = await api.call(
-        "POST", "/v1/jobs", json=manifest("elastic", 2, minReplicas=1, maxReplicas=4)
+        "POST", "/v1/jobs", json=ascend_job("elastic", 2, minReplicas=1, maxReplicas=4)
     )
     job_id = elastic["id"]
     await wait_for("grown into the idle devices", partial(has, env, job_id, [0, 1, 2, 3]), 90)
     epoch = (await api.job(job_id))["epoch"]
 
-    urgent = await api.call("POST", "/v1/jobs", json=manifest("urgent", 4))
+    urgent = await api.call("POST", "/v1/jobs", json=ascend_job("urgent", 4, "critical"))
     await wait_for("urgent running", partial(has, env, urgent["id"], [0]), 90)
     # gave back its highest replicas, no more than the urgent job needs (the pods read from
     # the apiserver; the hub's resizes, should a check fail, are in the assertion)

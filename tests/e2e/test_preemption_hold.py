@@ -20,41 +20,16 @@ import pytest_asyncio
 from bench.failover import Api
 from deploy.local.kube import wait_for
 from tests.e2e.conftest import ExtendedClusters
-from tests.e2e.hub import hub_over
+from tests.e2e.hub import ascend_job, hub_over
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="module")]
 
 BEIJING = "dc-beijing"
 NODE = "bj-ascend-0"  # 8 Ascend 910B3
-FLAVOR = "huawei/Ascend910B3"
 RESOURCE = "huawei.com/Ascend910B3"
 MARGIN_S = 3
 OUTSIDE = "outside-the-hub"
-
-
-def manifest(name: str, priority: str) -> dict[str, Any]:
-    """A job of one replica of 4 NPUs whose pods stop at once when evicted."""
-    return {
-        "apiVersion": "suanpan.io/v1",
-        "kind": "Job",
-        "metadata": {"name": name, "tenant": "bench"},
-        "spec": {
-            "queue": "default",
-            "priorityClass": priority,
-            "checkpoint": {"gracePeriodSeconds": 0},
-            "tasks": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "resources": {
-                        "cpu": "1",
-                        "memory": "1Gi",
-                        "accelerators": {"count": 4, "anyOf": [{"flavor": FLAVOR}]},
-                    },
-                }
-            ],
-        },
-    }
+QUICK = {"checkpoint": {"gracePeriodSeconds": 0}}  # pods stop at once when evicted
 
 
 def outside_pod() -> dict[str, Any]:
@@ -97,13 +72,18 @@ async def test_an_urgent_job_whose_freed_devices_an_outside_pod_took_evicts_anot
     api: Api, extended_clusters: ExtendedClusters
 ) -> None:
     cluster = extended_clusters.env.cluster(BEIJING)
-    lows = [await api.call("POST", "/v1/jobs", json=manifest(f"low-{i}", "low")) for i in (1, 2)]
+    lows = [
+        await api.call("POST", "/v1/jobs", json=ascend_job(f"low-{i}", 4, "low", QUICK))
+        for i in (1, 2)
+    ]
     for low in lows:
         await wait_for(f"{low['id']} running", lambda j=low["id"]: _is(api, j, "Running"), 90)
     async with cluster.client() as client:
         await client.post("/api/v1/namespaces/default/pods", outside_pod())
         try:
-            urgent = await api.call("POST", "/v1/jobs", json=manifest("urgent", "critical"))
+            urgent = await api.call(
+                "POST", "/v1/jobs", json=ascend_job("urgent", 4, "critical", QUICK)
+            )
 
             async def outside_bound() -> bool:
                 pod = await client.get(f"/api/v1/namespaces/default/pods/{OUTSIDE}")
