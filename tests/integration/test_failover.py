@@ -306,17 +306,20 @@ async def test_most_of_the_fleet_silent_at_once_suspects_the_hub_and_requeues_no
         await proxy.start()
     await fleet.add_cluster("bj", "dc-beijing", hub_url=proxies[0].url)
     await fleet.add_cluster("sz", "dc-shenzhen", hub_url=proxies[1].url)
+
+    async def both(state: str) -> bool:
+        return {(await cluster(fleet, c))["state"] for c in ("bj", "sz")} == {state}
+
+    # both registered before the cut: two agents registering at once may collide and retry
+    # (503), and a cluster cut off before it registered stays Pending, never NotReady
+    await wait_for("both Ready", lambda: both("Ready"), 30)
     running = await submit_running(fleet, "stays")
     for proxy in proxies:
         proxy.cut()
 
-    async def both_not_ready() -> bool:
-        states = {(await cluster(fleet, c))["state"] for c in ("bj", "sz")}
-        return states == {"NotReady"}
-
-    await wait_for("both NotReady", both_not_ready, 30)  # a state, not a speed (bench)
+    await wait_for("both NotReady", lambda: both("NotReady"), 30)  # a state, not a speed
     await asyncio.sleep(HEALTH.offline_after_s + 4)  # well past the lease
-    assert {(await cluster(fleet, c))["state"] for c in ("bj", "sz")} == {"NotReady"}
+    assert await both("NotReady")
     assert (await job(fleet, running["id"]))["epoch"] == running["epoch"]  # never requeued
     proxies[1].heal()  # sz returns: bj alone is silent now, one of two, and is lost
 
