@@ -484,26 +484,32 @@ async def test_a_frozen_leader_loses_its_lock_and_its_open_write(
     lock connection it keeps leading; once it stops (frozen), the lock connection times out,
     and so does a write transaction it froze in, so another replica takes over instead of
     waiting behind the fence forever; the frozen one's transaction is gone when it resumes."""
-    monkeypatch.setattr(leader, "FROZEN_AFTER_S", 1.0)
+    # 2 s: a ping (every 0.4 s) answered later than this loses the lock, which a loaded CI
+    # machine's PostgreSQL once did at 1 s (the test failed, and a lock it left, the next two)
+    monkeypatch.setattr(leader, "FROZEN_AFTER_S", 2.0)
     old = await _loop(hub)
     new = Leadership(hub.db.url)
     alive = asyncio.create_task(old.leadership.keep_alive())
-    await asyncio.sleep(2.5)
-    assert not await new.acquire()  # pinged: still the leader's
-    alive.cancel()  # frozen from here on
+    try:
+        await asyncio.sleep(3.0)
+        assert not await new.acquire()  # pinged: still the leader's
+        alive.cancel()  # frozen from here on
 
-    async def takes_over() -> bool:  # the fence waits for the frozen write's session to end
-        return await asyncio.wait_for(new.acquire(), 10)
+        async def takes_over() -> bool:  # the fence waits for the frozen write's session to end
+            return await asyncio.wait_for(new.acquire(), 10)
 
-    # the server ended the frozen session: asyncpg reports it as a lost connection, or (seen
-    # against Debian's PostgreSQL 15) as a protocol state it cannot leave; either way the
-    # write never commits
-    with pytest.raises((*DATABASE_DOWN, sa.exc.InternalError)):
-        async with hub.db.transaction() as conn:
-            await old.leadership.fence(conn)  # it froze inside this write
-            await wait_for("another replica leading", takes_over, 5)
-            await conn.execute(sa.text("SELECT 1"))  # resumed: its transaction was ended
-    await new.release()
+        # the server ended the frozen session: asyncpg reports it as a lost connection, or
+        # (seen against Debian's PostgreSQL 15) as a protocol state it cannot leave; either
+        # way the write never commits
+        with pytest.raises((*DATABASE_DOWN, sa.exc.InternalError)):
+            async with hub.db.transaction() as conn:
+                await old.leadership.fence(conn)  # it froze inside this write
+                await wait_for("another replica leading", takes_over, 5)
+                await conn.execute(sa.text("SELECT 1"))  # resumed: its transaction was ended
+    finally:  # neither lock outlives the test, whatever failed
+        alive.cancel()
+        await new.release()
+        await old.leadership.release()
 
 
 async def test_a_busy_leader_keeps_its_lock(hub: Hub, monkeypatch: pytest.MonkeyPatch) -> None:
