@@ -38,8 +38,8 @@ PARKED = Gauge(
 )
 HOLDS_EXPIRED = Counter(
     "suanpan_scheduler_preemption_holds_expired",
-    "Capacity held for a preemptor released because it was still in use after the victims' "
-    "grace periods and the hold margin (something outside the hub may have taken it)",
+    "Capacity held for a preemptor released because the preemptor was not placed within the "
+    "victims' grace periods and the hold margin (something outside the hub may have taken it)",
     registry=LOOP_REGISTRY,
 )
 LEADER = Gauge(

@@ -95,11 +95,11 @@ class SchedulerLoop:
         for hold in self._holds.expire(now):
             metrics.HOLDS_EXPIRED.inc()
             log.warning(
-                "job %s: capacity freed for it on %s is still in use %.0f s after its victims"
-                " had to leave; no longer held",
+                "job %s: not placed %.0f s after its victims had to leave; the capacity"
+                " freed for it on %s (perhaps taken outside the hub) is no longer held",
                 hold.reservation.job.id,
-                hold.reservation.cluster,
                 self._holds.margin_s,
+                hold.reservation.cluster,
             )
         held = self._holds.reservations(read.refs)
         snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)

@@ -513,7 +513,8 @@ class State:
         self._queues_of: dict[str, list[str]] | None = None  # by tenant (`runs_there`)
         self.memo: dict[Hashable, Any] = {}  # results later jobs of this cycle may reuse
         self._undo: list[list[Callable[[], None]]] = []
-        self._charge_running()
+        for queue, amounts in self.running.demand.items():  # what `_account` charges
+            self.quota.charge(queue, amounts)
         for reservation in snapshot.reservations:  # what `hold` would have recorded
             if reservation.cluster in taken:
                 held = self.held.setdefault(reservation.job.id, [])
@@ -679,12 +680,6 @@ class State:
         self._log(lambda: self.preempting.discard(job_id))
 
     # --- helpers ---------------------------------------------------------------------------
-
-    def _charge_running(self) -> None:
-        """What `_account(p, 1)` charges beyond `Running` (quota), for every running placement
-        at once."""
-        for queue, amounts in self.running.demand.items():
-            self.quota.charge(queue, amounts)
 
     def _account(self, placement: Placement, sign: int) -> None:
         job = placement.job
