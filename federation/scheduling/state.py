@@ -646,16 +646,19 @@ class State:
             return
         taken = cluster.take_all(cluster.usages(reservation), skip_conflicts=True)
         held = [(cluster.name, u) for u in taken]
+        had = reservation.job.id in self.held
         self.held.setdefault(reservation.job.id, []).extend(held)
-        self._log(lambda: self._unhold(reservation.job.id, held))
+        self._log(lambda: self._unhold(reservation.job.id, held, had))
 
     def unhold(self, job_id: str) -> None:
-        """Free the capacity held for `job_id` (so that job itself may use it)."""
-        held = self.held.pop(job_id, [])
+        """Free the capacity held for `job_id` (so that job itself may use it). A hold of
+        nothing (all it was promised is taken) still counts: undoing restores it."""
+        if job_id not in self.held:
+            return
+        held = self.held.pop(job_id)
         for cluster, usage in held:
             self.clusters[cluster].give(usage)
-        if held:
-            self._log(lambda: self._rehold(job_id, held))
+        self._log(lambda: self._rehold(job_id, held))
 
     def take_free(self, cluster: str, usages: list[Usage]) -> list[Usage]:
         """Take the usages whose devices are free (the others are skipped); returns those."""
@@ -716,12 +719,12 @@ class State:
         q = self.quota.queues.get(queue)
         return q.tenant if q is not None else ""
 
-    def _unhold(self, job_id: str, held: list[tuple[str, Usage]]) -> None:
+    def _unhold(self, job_id: str, held: list[tuple[str, Usage]], had: bool) -> None:
         for cluster, usage in reversed(held):
             self.clusters[cluster].give(usage)
         remaining = self.held.get(job_id, [])
         del remaining[len(remaining) - len(held) :]
-        if not remaining:
+        if not had:
             self.held.pop(job_id, None)
 
     def _rehold(self, job_id: str, held: list[tuple[str, Usage]]) -> None:

@@ -72,6 +72,28 @@ def test_reservation_holds_capacity_except_for_its_holder() -> None:
     assert state.clusters["a"].flavors[H100].free == 0
 
 
+def test_a_hold_of_nothing_is_still_a_hold_after_an_undone_trial() -> None:
+    """A reservation whose devices are all taken (by a running job here, by a pod outside the
+    hub in life) holds nothing, but its job still holds: undoing `unhold` must not lose it
+    (a job without a hold may be parked, and a parked preemptor is never tried again)."""
+    low = job("low", H100, count=8)
+    promised = Placement(
+        job("vip", H100, count=4), "a", (H100,), (ReplicaPlacement(0, "a-0", (0, 1, 2, 3)),)
+    )
+    snap = snapshot([cluster("a", pool("a", 1))], running=[(low, "a")])
+    state = State(replace(snap, reservations=(promised,)))
+    assert state.held == {"vip": []} and state.awaiting == {"vip"}
+    before = state.fingerprint()
+    with state.trial():
+        state.unhold("vip")
+        assert "vip" not in state.held
+        with state.trial():
+            state.hold(promised)  # collides again: held, still nothing
+            assert state.held == {"vip": []}
+        assert "vip" not in state.held
+    assert state.fingerprint() == before and state.held == {"vip": []}
+
+
 def test_running_placements_are_accounted_in_bulk_as_one_by_one() -> None:
     running = [(job(f"r{i}", H100, count=2, priority=i % 2), "a") for i in range(4)]
     snap = snapshot([cluster("a", pool("a", 2))], running=running)
