@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start (or stop) Debian's PostgreSQL server in a throw-away folder, for the store tests run with
-# DATABASE_URL. Installs the package when the machine lacks it. Prints the URL on start.
+# DATABASE_URL. Installs the package when the machine lacks it. Prints the URL on start; on stop,
+# what the server logged of deadlocks (to stderr).
 set -euo pipefail
 dir=${PGTEST_DIR:-/tmp/suanpan-debian-pg}
 port=${PGTEST_PORT:-54329}
@@ -22,6 +23,8 @@ start)
 stop)
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
   runuser -u postgres -- "$bin/pg_ctl" -D "$dir/data" -m fast stop >/dev/null || true
+  # the server's account of collisions (which statements deadlocked) outlives the folder
+  grep -A 12 "deadlock detected" "$dir/log" 2>/dev/null | head -200 >&2 || true
   rm -rf "$dir"
   ;;
 esac
