@@ -2,7 +2,7 @@
 
 Numbered phases per cycle (Armada's shape): 1. read a consistent snapshot; 2. run the core
 off the event loop; 3. write all decisions in one transaction fenced by leadership (leader.py);
-4. only then advance the in-memory preemption reservations.
+4. only then advance what is carried to the next cycle (holds, parked jobs: carried.py).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import sqlalchemy as sa
@@ -19,14 +19,13 @@ from federation import metrics
 from federation.aio import cancel_all, sleep_unless_stopped
 from federation.catalog import Catalog
 from federation.controllers import health, snapshot, writer
-from federation.controllers.holds import Holds
+from federation.controllers.carried import Carried
 from federation.controllers.leader import Leadership, LostLeadership
 from federation.controllers.pacing import Pace
 from federation.controllers.services import Reconciled, ServiceController
 from federation.hubconfig import HubConfig
 from federation.scheduling.cycle import schedule
 from federation.scheduling.model import Placement
-from federation.scheduling.parking import Parked
 from federation.store import history
 from federation.store.database import DATABASE_DOWN, Database
 from federation.store.listener import JOBS, Listener
@@ -67,8 +66,7 @@ class SchedulerLoop:
         self.listener = listener
         self.leadership = Leadership(db.url)
         self.pace = Pace(self.config.cycle_target_s)  # how much of a long queue a cycle reads
-        self._holds = Holds(self.config.hold_margin_s)  # capacity freed for preemptors
-        self._parked: Parked | None = None  # what the last written cycle parked
+        self._carried = Carried(self.config.hold_margin_s)  # holds and parked jobs
         self._reasons = writer.ReasonsWritten()  # when each pending reason was last written
         self._sampled_at = -float("inf")  # monotonic time of the last history sample
         self.services = ServiceController(self.config.services)
@@ -92,18 +90,16 @@ class SchedulerLoop:
                 window=self.pace.window,
             )
         read_done = time.perf_counter()
-        for hold in self._holds.expire(now):
+        snap, parked, expired = self._carried.begin(read.snapshot, read.refs, now)
+        for hold in expired:
             metrics.HOLDS_EXPIRED.inc()
             log.warning(
                 "job %s: not placed %.0f s after its victims had to leave; the capacity"
                 " freed for it on %s (perhaps taken outside the hub) is no longer held",
                 hold.reservation.job.id,
-                self._holds.margin_s,
+                self._carried.holds.margin_s,
                 hold.reservation.cluster,
             )
-        held = self._holds.reservations(read.refs)
-        snap = replace(read.snapshot, reservations=read.snapshot.reservations + held)
-        parked, self._parked = self._parked, None  # kept only once this cycle is written
         result = await asyncio.to_thread(
             schedule, snap, read.pending, now=now, config=self.config.core, parked=parked
         )
@@ -112,8 +108,7 @@ class SchedulerLoop:
             await self.leadership.fence(conn)
             written = await writer.write(conn, read, result, self._reasons)
         write_done = time.perf_counter()
-        self._parked = result.parked
-        self._holds.settle(result, now, read.refs)
+        self._carried.written(result, now, read.refs)
         report = CycleReport(
             len(read.pending),
             written,

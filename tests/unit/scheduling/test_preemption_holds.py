@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from federation.controllers.holds import Holds
+from federation.controllers.carried import Carried
 from federation.scheduling.cycle import schedule
 from federation.scheduling.decisions import CycleResult
 from federation.scheduling.model import Job, Snapshot
-from federation.scheduling.parking import Parked
 from federation.spec import DEFAULT_GRACE_SECONDS
 
 from .builders import H100, cluster, job, pool, snapshot
@@ -22,20 +21,18 @@ def _victims(result: CycleResult) -> list[str]:
 
 
 class Loop:
-    """What the hub's loop carries from cycle to cycle: the holds and the parked jobs."""
+    """The hub's loop without its I/O: what it carries between cycles, and the core."""
 
     def __init__(self, margin_s: float, urgent: Job = URGENT) -> None:
-        self.holds = Holds(margin_s)
-        self.parked: Parked | None = None
+        self.carried = Carried(margin_s)
+        self.holds = self.carried.holds
         self.urgent = urgent
 
     def cycle(self, snap: Snapshot, now: float) -> CycleResult:
-        """One cycle as the loop runs it: expire, hold, schedule, settle."""
-        self.holds.expire(now)
-        held = replace(snap, reservations=self.holds.reservations(PENDING))
-        result = schedule(held, [self.urgent], now=now, parked=self.parked)
-        self.parked = result.parked
-        self.holds.settle(result, now, PENDING)
+        """One cycle as the loop runs it (every cycle written)."""
+        held, parked, _ = self.carried.begin(snap, PENDING, now)
+        result = schedule(held, [self.urgent], now=now, parked=parked)
+        self.carried.written(result, now, PENDING)
         return result
 
 
@@ -90,9 +87,7 @@ def test_a_placed_or_vanished_preemptor_holds_nothing() -> None:
 def test_a_shrink_holds_for_the_grace_of_the_replicas_it_removes() -> None:
     elastic = replace(job("e", H100, count=2, replicas=4, elastic=(1, 4), priority=1), grace_s=50)
     snap = snapshot([cluster("a", pool("a", 1))], running=[(elastic, "a")])
-    holds = Holds(margin_s=10)
-    urgent = job("urgent", H100, count=4, priority=9)
-    result = schedule(snap, [urgent], now=0)
+    loop = Loop(margin_s=10, urgent=job("urgent", H100, count=4, priority=9))
+    result = loop.cycle(snap, now=0)
     assert [r.counts for p in result.preempted for r in p.shrunk] == [{"main": (4, 2)}]
-    holds.settle(result, now=0, pending=PENDING)
-    assert not holds.expire(60) and len(holds.expire(60.5)) == 1
+    assert not loop.holds.expire(60) and len(loop.holds.expire(60.5)) == 1
