@@ -13,7 +13,7 @@ occupancy and fit results are memoized per generation.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from cluster_agents.kube.occupancy import (
@@ -53,23 +53,28 @@ NOT_CACHED = "node not in the extender's cache yet"
 
 
 class FitTable:
-    """One demand's fit on every cached node, and the nodes where it fits."""
+    """One demand's fit on every cached node, and the nodes where it fits.
+
+    Why a demand does not fit a node *now* takes far longer to work out than whether it fits
+    (the largest count that would), and kube-scheduler reads it only when no node fits, so it
+    is worked out on first ask (`Cache.fit`); what can never fit is cheap and told at once.
+    """
 
     def __init__(self) -> None:
         self.passed: set[str] = set()
-        self.failed: dict[str, str] = {}  # INSUFFICIENT: node -> reason
+        self.failed: dict[str, str | None] = {}  # INSUFFICIENT: node -> reason (None: not yet)
         self.unresolvable: dict[str, str] = {}  # UNRESOLVABLE: node -> reason
         self.seen = 0  # the cache's changes applied
 
-    def set(self, node: str, decision: Fit) -> None:
-        """Record the fit on `node`."""
+    def set(self, node: str, ok: bool, never: str | None) -> None:
+        """Record on `node` whether the demand fits now, and why it never can (or None)."""
         self.drop(node)
-        if decision.ok:
+        if ok:
             self.passed.add(node)
-        elif decision.code is FitCode.UNRESOLVABLE:
-            self.unresolvable[node] = decision.reason
+        elif never is not None:
+            self.unresolvable[node] = never
         else:
-            self.failed[node] = decision.reason
+            self.failed[node] = None
 
     def drop(self, node: str) -> None:
         """Forget a node that left."""
@@ -212,7 +217,12 @@ class Cache:
             return Fit(FitCode.OK)
         if node in table.unresolvable:
             return Fit(FitCode.UNRESOLVABLE, table.unresolvable[node])
-        return Fit(FitCode.INSUFFICIENT, table.failed.get(node, NOT_CACHED))
+        if node not in table.failed:
+            return Fit(FitCode.INSUFFICIENT, NOT_CACHED)
+        reason = table.failed[node]
+        if reason is None:  # the table is current: the node is as it was when recorded
+            reason = table.failed[node] = self._reason(node, demand)
+        return Fit(FitCode.INSUFFICIENT, reason)
 
     def fit_table(self, demand: Demand) -> FitTable:
         """The demand's fit on every node, brought up to date from the change journal.
@@ -230,7 +240,7 @@ class Cache:
             changed = set(self.nodes)
         for node in changed:
             if node in self.nodes:
-                table.set(node, self._fit_now(node, demand))
+                table.set(node, *self._fit_now(node, demand))
             else:
                 table.drop(node)
         table.seen = self.changes
@@ -254,17 +264,23 @@ class Cache:
 
     # --- internals ---------------------------------------------------------------------------
 
-    def _fit_now(self, node: str, demand: Demand) -> Fit:
+    def _fit_now(self, node: str, demand: Demand) -> tuple[bool, str | None]:
+        """Whether `demand` fits `node` now, and why it never can (None: it could)."""
         resolved = self.nodes[node].resolve(demand.target)
         if resolved is None:
-            decision = Fit(FitCode.UNRESOLVABLE, "no such devices on the node")
-        else:
-            decision = devices.fit(self.occupancy(node, resolved.model.key).devices, demand.request)
-        return (
-            replace(decision, reason=f"{demand.target}: {decision.reason}")
-            if not decision.ok
-            else decision
-        )
+            return False, f"{demand.target}: no such devices on the node"
+        free = self.occupancy(node, resolved.model.key).devices
+        if devices.choose(free, demand.request) is not None:
+            return True, None
+        never = devices.never_fits(free, demand.request)
+        return False, None if never is None else f"{demand.target}: {never}"
+
+    def _reason(self, node: str, demand: Demand) -> str:
+        """Why `demand`, which could fit `node`, does not fit it now."""
+        resolved = self.nodes[node].resolve(demand.target)
+        assert resolved is not None  # else it could never fit
+        free = self.occupancy(node, resolved.model.key).devices
+        return f"{demand.target}: {devices.insufficient(free, demand.request)}"
 
     def _touch(self, node: str) -> None:
         self._generation[node] = self.generation(node) + 1

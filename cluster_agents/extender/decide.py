@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from cluster_agents.extender.cache import NOT_CACHED, Cache
+from cluster_agents.extender.cache import Cache
 from cluster_agents.kube.pods import Demand
 from federation.scheduling import devices
 from federation.scheduling.devices import Fit, FitCode, Preference
@@ -18,24 +18,38 @@ from federation.scheduling.devices import Fit, FitCode, Preference
 
 @dataclass(frozen=True, slots=True)
 class FilterOutcome:
-    """Nodes that fit, and the reasons of those that do not, split by whether preemption helps."""
+    """Nodes that fit; when none does, the reasons of those that do not, split by whether
+    preemption helps (kube-scheduler reads them only then: for its diagnosis and preemption).
+    The counts of nodes that do not fit are there either way."""
 
     passed: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
+    insufficient_count: int = 0
+    unresolvable_count: int = 0
 
 
 def filter_nodes(cache: Cache, demand: Demand, names: Sequence[str]) -> FilterOutcome:
     """Split `names` by whether `demand` fits each node now."""
     table = cache.fit_table(demand)
-    ok, failed, unresolvable = table.passed, table.failed, table.unresolvable
+    ok, never = table.passed, table.unresolvable
     passed = [name for name in names if name in ok]
     if len(passed) == len(names):
         return FilterOutcome(passed)
+    if passed:
+        unresolvable = sum(1 for name in names if name in never)
+        return FilterOutcome(
+            passed,
+            insufficient_count=len(names) - len(passed) - unresolvable,
+            unresolvable_count=unresolvable,
+        )
+    failed = {n: cache.fit(n, demand).reason for n in names if n not in never}
     return FilterOutcome(
-        passed,
-        {n: failed.get(n, NOT_CACHED) for n in names if n not in ok and n not in unresolvable},
-        {n: unresolvable[n] for n in names if n in unresolvable},
+        [],
+        failed,
+        {n: never[n] for n in names if n in never},
+        len(failed),
+        len(names) - len(failed),
     )
 
 

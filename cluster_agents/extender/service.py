@@ -93,8 +93,8 @@ class Extender:
             if not self.ready:
                 return self._error("filter", filter_result(args, error="cache not synced yet"))
             outcome = filter_nodes(self.cache, demand, args.node_names)
-            self.metrics.rejections.labels("insufficient").inc(len(outcome.failed))
-            self.metrics.rejections.labels("unresolvable").inc(len(outcome.unresolvable))
+            self.metrics.rejections.labels("insufficient").inc(outcome.insufficient_count)
+            self.metrics.rejections.labels("unresolvable").inc(outcome.unresolvable_count)
             passed = outcome.passed
             if self.filter_keeps == FILTER_KEEPS_BEST and len(passed) > 1:
                 passed = [self._choice(demand, args.pod, passed)]

@@ -105,10 +105,11 @@ def _containers(pod: Mapping[str, Any]) -> tuple[list[dict[str, str]], list[dict
     )
 
 
-def _cpu_memory(pod: Mapping[str, Any]) -> tuple[int, int]:
+def _cpu_memory(
+    pod: Mapping[str, Any], containers: list[dict[str, str]], init: list[dict[str, str]]
+) -> tuple[int, int]:
     """Effective CPU (milli) and memory (MiB) requests, as kube-scheduler counts them (sidecars
-    with the containers)."""
-    containers, init = _containers(pod)
+    with the containers); `containers` and `init` are the pod's `_containers`."""
     sidecars = [
         c.get("restartPolicy") == "Always"
         for c in (pod.get("spec") or {}).get("initContainers") or ()
@@ -134,11 +135,26 @@ def pod_demand(
     """
     containers, init = _containers(pod)
     try:
-        cpu, memory = _cpu_memory(pod)
-        usage = {k: n for k, n in pod_device_usage(catalog, containers, init).items() if n}
+        cpu, memory = _cpu_memory(pod, containers, init)
     except ValueError as exc:
         raise DemandError(f"bad resource quantity: {exc}") from exc
     notes = ((pod.get("metadata") or {}).get("annotations") or {}) if annotated else {}
+    return _demand(catalog, containers, init, cpu, memory, notes)
+
+
+def _demand(
+    catalog: Catalog,
+    containers: list[dict[str, str]],
+    init: list[dict[str, str]],
+    cpu: int,
+    memory: int,
+    notes: Mapping[str, str],
+) -> Demand | None:
+    """`pod_demand` from the pod's parts, worked out once."""
+    try:
+        usage = {k: n for k, n in pod_device_usage(catalog, containers, init).items() if n}
+    except ValueError as exc:
+        raise DemandError(f"bad resource quantity: {exc}") from exc
     flavor, request = notes.get(wire.FLAVOR), notes.get(wire.DEVICE_REQUEST)
     if flavor:
         model = catalog.get(flavor)
@@ -186,20 +202,24 @@ def pod_info(catalog: Catalog, pod: Mapping[str, Any]) -> PodInfo:
     counts (conservatively) against its node.
     """
     meta = pod.get("metadata") or {}
-    try:
-        demand = pod_demand(catalog, pod)
-    except DemandError:
-        try:
-            demand = pod_demand(catalog, pod, annotated=False)
-        except DemandError:
-            demand = None
+    notes = meta.get("annotations") or {}
     containers, init = _containers(pod)
     try:
-        cpu, memory = _cpu_memory(pod)
+        cpu, memory = _cpu_memory(pod, containers, init)
+    except ValueError:
+        cpu, memory, demand = 0, 0, None
+    else:
+        try:
+            demand = _demand(catalog, containers, init, cpu, memory, notes)
+        except DemandError:
+            try:
+                demand = _demand(catalog, containers, init, cpu, memory, {})
+            except DemandError:
+                demand = None
+    try:
         slot = _device_slot(catalog, [*init, *containers]) if demand else len(init)
     except ValueError:
-        cpu, memory, slot = 0, 0, len(init)
-    notes = meta.get("annotations") or {}
+        slot = len(init)
     phase = (pod.get("status") or {}).get("phase")
     gang, gang_size = gang_of(notes)
     try:

@@ -170,7 +170,23 @@ def fit(node: NodeDevices, req: DeviceRequest, *, prefer: Preference = "pack") -
     chosen = choose(node, req, prefer=prefer)
     if chosen is not None:
         return Fit(FitCode.OK, "", chosen)
-    return _share_misfit(node, req) if req.is_share else _whole_misfit(node, req)
+    never = never_fits(node, req)
+    if never is not None:
+        return Fit(FitCode.UNRESOLVABLE, never)
+    return Fit(FitCode.INSUFFICIENT, insufficient(node, req))
+
+
+def never_fits(node: NodeDevices, req: DeviceRequest) -> str | None:
+    """Why `req` could not fit `node` even with every device free (UNRESOLVABLE), or None.
+
+    Cheap: it looks at the node's devices, not at what is free on them."""
+    return _share_never(node, req) if req.is_share else _whole_never(node, req)
+
+
+def insufficient(node: NodeDevices, req: DeviceRequest) -> str:
+    """Why `req`, which does not fit `node` now but could (INSUFFICIENT), does not, in
+    numbers (the largest count or share that fits)."""
+    return _share_insufficient(node, req) if req.is_share else _whole_insufficient(node, req)
 
 
 def choose(
@@ -257,28 +273,30 @@ def release(node: NodeDevices, req: DeviceRequest, devices: tuple[int, ...]) -> 
 # --- whole devices ---------------------------------------------------------------------------
 
 
-def _whole_misfit(node: NodeDevices, req: DeviceRequest) -> Fit:
-    """Why a whole-device request does not fit now: never (UNRESOLVABLE) or not yet."""
+def _whole_never(node: NodeDevices, req: DeviceRequest) -> str | None:
     count, n = req.count, node.size
     if count > n:
-        return Fit(FitCode.UNRESOLVABLE, f"needs {count} devices, node has {n}")
+        return f"needs {count} devices, node has {n}"
     if not _count_allowed(node, count):
         allowed = ",".join(str(c) for c in sorted(node.topology.allowed_counts))
-        return Fit(FitCode.UNRESOLVABLE, f"{count} devices not allowed by topology ({allowed})")
+        return f"{count} devices not allowed by topology ({allowed})"
     capable = _usable(node, req.memory_mib, now=False)
     if sum(capable) < count:
         biggest = max(node.memory_mib, default=0)
-        return Fit(
-            FitCode.UNRESOLVABLE,
+        return (
             f"needs {count} devices with {req.memory_mib} MiB, "
-            f"{sum(capable)} have it (largest {biggest} MiB)",
+            f"{sum(capable)} have it (largest {biggest} MiB)"
         )
     if _choose_whole(node, capable, count, "pack") is None:
-        return Fit(FitCode.UNRESOLVABLE, f"{count} devices {shape(node, count)} impossible")
-    return Fit(
-        FitCode.INSUFFICIENT,
+        return f"{count} devices {shape(node, count)} impossible"
+    return None
+
+
+def _whole_insufficient(node: NodeDevices, req: DeviceRequest) -> str:
+    count = req.count
+    return (
         f"needs {count} free devices {shape(node, count)}, "
-        f"largest feasible {max_feasible_count(node, req)} ({node.free_count()} free)",
+        f"largest feasible {max_feasible_count(node, req)} ({node.free_count()} free)"
     )
 
 
@@ -384,22 +402,23 @@ def _choose_share(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> 
     return (best,)
 
 
-def _share_misfit(node: NodeDevices, req: DeviceRequest) -> Fit:
-    """Why a share does not fit now: never (UNRESOLVABLE) or not yet."""
+def _share_never(node: NodeDevices, req: DeviceRequest) -> str | None:
     if not node.sharing.enabled:
-        return Fit(FitCode.UNRESOLVABLE, f"{node.model} does not support sharing a device")
-    capable = [i for i in range(node.size) if _share_memory(node, req, i) <= node.memory_mib[i]]
-    if not capable:
-        return Fit(
-            FitCode.UNRESOLVABLE,
+        return f"{node.model} does not support sharing a device"
+    if not any(_share_memory(node, req, i) <= node.memory_mib[i] for i in range(node.size)):
+        return (
             f"a {req.milli}m share needs {req.memory_mib} MiB, "
-            f"largest device has {max(node.memory_mib, default=0)} MiB",
+            f"largest device has {max(node.memory_mib, default=0)} MiB"
         )
+    return None
+
+
+def _share_insufficient(node: NodeDevices, req: DeviceRequest) -> str:
+    capable = [i for i in range(node.size) if _share_memory(node, req, i) <= node.memory_mib[i]]
     most = max((WHOLE - node.used_milli[i] for i in capable if node.healthy[i]), default=0)
-    return Fit(
-        FitCode.INSUFFICIENT,
+    return (
         f"needs a {req.milli}m share with {req.memory_mib} MiB on one device, "
-        f"most free on a device {most}m",
+        f"most free on a device {most}m"
     )
 
 

@@ -231,10 +231,41 @@ def test_full_node_stays_a_preemption_candidate_and_others_do_not() -> None:
     )
     demand = pod_demand(c.catalog, pod("p", flavor="huawei/Ascend910B3", count=8))
     assert demand is not None
-    outcome = filter_nodes(c, demand, ["full", "empty", "a", "ghost"])
-    assert outcome.passed == ["empty"]
+    outcome = filter_nodes(c, demand, ["full", "a", "ghost"])
+    assert outcome.passed == []
     assert set(outcome.failed) == {"full", "ghost"}  # ghost: not cached yet, may appear
     assert set(outcome.unresolvable) == {"a"}
+    assert outcome.failed["full"] == (
+        "huawei/Ascend910B3: needs 8 free devices on the node, largest feasible 0 (0 free)"
+    )
+    assert (outcome.insufficient_count, outcome.unresolvable_count) == (2, 1)
+
+
+def test_reasons_are_left_out_when_a_node_fits() -> None:
+    """kube-scheduler reads why nodes failed only when none passed (its diagnosis and its
+    preemption): with one that fits, the reasons are not worked out, only counted."""
+    c = cache(
+        ascend_910b("full"),
+        ascend_910b("empty"),
+        ascend_910a("a"),
+        pods=(
+            pod(
+                "x",
+                flavor="huawei/Ascend910B3",
+                count=8,
+                node_name="full",
+                devices="0,1,2,3,4,5,6,7",
+            ),
+        ),
+    )
+    demand = pod_demand(c.catalog, pod("p", flavor="huawei/Ascend910B3", count=8))
+    assert demand is not None
+    outcome = filter_nodes(c, demand, ["full", "empty", "a", "ghost"])
+    assert outcome.passed == ["empty"]
+    assert outcome.failed == {} and outcome.unresolvable == {}
+    assert (outcome.insufficient_count, outcome.unresolvable_count) == (2, 1)
+    assert c.fit_table(demand).failed == {"full": None}  # not worked out
+    assert c.fit("full", demand).reason.startswith("huawei/Ascend910B3: needs 8 free devices")
 
 
 def test_spread_takes_the_freest_group() -> None:

@@ -48,10 +48,8 @@ def test_filter_keeps_the_node_prioritize_would_score_highest(policy: str) -> No
     scores = {e["Host"]: e["Score"] for e in ext.prioritize(args(p))}
     assert len(result["NodeNames"]) == 1
     assert scores[result["NodeNames"][0]] == max(scores.values()) == 10
-    assert result["FailedAndUnresolvableNodes"] == {
-        "other-model": "huawei/Ascend910B3: no such devices on the node"
-    }
-    assert result["FailedNodes"] == {}  # nodes that fit are never reported as failed
+    # nodes that fit are never reported as failed; with one that fits, none is
+    assert result["FailedAndUnresolvableNodes"] == {} and result["FailedNodes"] == {}
 
 
 def test_binpack_keeps_the_fuller_node_and_spread_the_emptier() -> None:
