@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from cluster_agents.extender import choose, filter_nodes
-from cluster_agents.kube.pods import pod_demand
+from cluster_agents.extender.cache import Cache
+from cluster_agents.kube.pods import Demand, pod_demand
 from tests.unit.extender.builders import (
     A100,
     ascend_910a,
@@ -214,7 +215,8 @@ def test_filter_and_choice(case: Case) -> None:
     assert failures[name].startswith(demand.target + ": ")
 
 
-def test_full_node_stays_a_preemption_candidate_and_others_do_not() -> None:
+def _full_empty_and_other_model() -> tuple[Cache, Demand]:
+    """Two 910B3 nodes, `full` (8 NPUs held) and `empty`, a 910A node `a`; a pod for 8 910B3."""
     c = cache(
         ascend_910b("full"),
         ascend_910b("empty"),
@@ -231,6 +233,11 @@ def test_full_node_stays_a_preemption_candidate_and_others_do_not() -> None:
     )
     demand = pod_demand(c.catalog, pod("p", flavor="huawei/Ascend910B3", count=8))
     assert demand is not None
+    return c, demand
+
+
+def test_full_node_stays_a_preemption_candidate_and_others_do_not() -> None:
+    c, demand = _full_empty_and_other_model()
     outcome = filter_nodes(c, demand, ["full", "a", "ghost"])
     assert outcome.passed == []
     assert set(outcome.failed) == {"full", "ghost"}  # ghost: not cached yet, may appear
@@ -244,22 +251,7 @@ def test_full_node_stays_a_preemption_candidate_and_others_do_not() -> None:
 def test_reasons_are_left_out_when_a_node_fits() -> None:
     """kube-scheduler reads why nodes failed only when none passed (its diagnosis and its
     preemption): with one that fits, the reasons are not worked out, only counted."""
-    c = cache(
-        ascend_910b("full"),
-        ascend_910b("empty"),
-        ascend_910a("a"),
-        pods=(
-            pod(
-                "x",
-                flavor="huawei/Ascend910B3",
-                count=8,
-                node_name="full",
-                devices="0,1,2,3,4,5,6,7",
-            ),
-        ),
-    )
-    demand = pod_demand(c.catalog, pod("p", flavor="huawei/Ascend910B3", count=8))
-    assert demand is not None
+    c, demand = _full_empty_and_other_model()
     outcome = filter_nodes(c, demand, ["full", "empty", "a", "ghost"])
     assert outcome.passed == ["empty"]
     assert outcome.failed == {} and outcome.unresolvable == {}
