@@ -27,7 +27,7 @@ from cluster_agents.kube.pods import Demand, PodInfo, pod_info
 from federation.catalog import Catalog
 from federation.nodeplacement import PodRequest
 from federation.scheduling import devices
-from federation.scheduling.devices import DeviceRequest, Fit, FitCode
+from federation.scheduling.devices import DeviceRequest, Fit, FitCode, NodeDevices
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,10 +266,9 @@ class Cache:
 
     def _fit_now(self, node: str, demand: Demand) -> tuple[bool, str | None]:
         """Whether `demand` fits `node` now, and why it never can (None: it could)."""
-        resolved = self.nodes[node].resolve(demand.target)
-        if resolved is None:
+        free = self._devices(node, demand)
+        if free is None:
             return False, f"{demand.target}: no such devices on the node"
-        free = self.occupancy(node, resolved.model.key).devices
         if devices.choose(free, demand.request) is not None:
             return True, None
         never = devices.never_fits(free, demand.request)
@@ -277,10 +276,14 @@ class Cache:
 
     def _reason(self, node: str, demand: Demand) -> str:
         """Why `demand`, which could fit `node`, does not fit it now."""
-        resolved = self.nodes[node].resolve(demand.target)
-        assert resolved is not None  # else it could never fit
-        free = self.occupancy(node, resolved.model.key).devices
+        free = self._devices(node, demand)
+        assert free is not None  # else it could never fit
         return f"{demand.target}: {devices.insufficient(free, demand.request)}"
+
+    def _devices(self, node: str, demand: Demand) -> NodeDevices | None:
+        """The node's devices that `demand` targets, with what holds them now (None: none)."""
+        resolved = self.nodes[node].resolve(demand.target)
+        return None if resolved is None else self.occupancy(node, resolved.model.key).devices
 
     def _touch(self, node: str) -> None:
         self._generation[node] = self.generation(node) + 1

@@ -405,7 +405,7 @@ def _choose_share(node: NodeDevices, req: DeviceRequest, prefer: Preference) -> 
 def _share_never(node: NodeDevices, req: DeviceRequest) -> str | None:
     if not node.sharing.enabled:
         return f"{node.model} does not support sharing a device"
-    if not any(_share_memory(node, req, i) <= node.memory_mib[i] for i in range(node.size)):
+    if not _share_capable(node, req):
         return (
             f"a {req.milli}m share needs {req.memory_mib} MiB, "
             f"largest device has {max(node.memory_mib, default=0)} MiB"
@@ -414,12 +414,17 @@ def _share_never(node: NodeDevices, req: DeviceRequest) -> str | None:
 
 
 def _share_insufficient(node: NodeDevices, req: DeviceRequest) -> str:
-    capable = [i for i in range(node.size) if _share_memory(node, req, i) <= node.memory_mib[i]]
+    capable = _share_capable(node, req)
     most = max((WHOLE - node.used_milli[i] for i in capable if node.healthy[i]), default=0)
     return (
         f"needs a {req.milli}m share with {req.memory_mib} MiB on one device, "
         f"most free on a device {most}m"
     )
+
+
+def _share_capable(node: NodeDevices, req: DeviceRequest) -> list[int]:
+    """Devices with the memory for the share, were they empty."""
+    return [i for i in range(node.size) if _share_memory(node, req, i) <= node.memory_mib[i]]
 
 
 def _share_memory(node: NodeDevices, req: DeviceRequest, i: int) -> int:
