@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY
@@ -96,27 +96,33 @@ class StampedRows(Generic[Derived]):
         those whose stamp changed fetched by the query `fetch` makes of their ids (a select of
         the columns wanted, with `id`; it may return more rows), the others as last read.
         A job is forgotten once `retain` reads have passed without it in their scan."""
-        self._reads += 1
+        self._reads = reads = self._reads + 1
         known = self._rows
-        stamps: list[tuple[uuid.UUID, Stamp]] = [tuple(r) for r in scan]
-        changed = [i for i, stamp in stamps if (h := known.get(i)) is None or h.stamp != stamp]
-        fresh: dict[uuid.UUID, Any] = {}
-        if changed:
-            fresh = {row.id: row for row in await conn.execute(fetch(changed))}
-        rows: dict[uuid.UUID, Stamped[Derived]] = {}
-        for job_id, stamp in stamps:
+        rows: dict[uuid.UUID, Stamped[Derived] | None] = {}  # None: to fetch, at its place
+        changed: list[uuid.UUID] = []
+        stamp_of: dict[uuid.UUID, Stamp] = {}
+        for job_id, stamp in scan:  # every held job, every cycle: one pass, no copies
             found = known.get(job_id)
             if found is None or found.stamp != stamp:
+                changed.append(job_id)
+                stamp_of[job_id] = stamp
+                rows[job_id] = None
+            else:
+                found.seen = reads
+                rows[job_id] = found
+        if changed:
+            fresh = {row.id: row for row in await conn.execute(fetch(changed))}
+            for job_id in changed:
                 row = fresh.get(job_id)
                 if row is None:  # gone from what `fetch` selects between scan and fetch
-                    continue
-                found = Stamped(stamp, row)
-            found.seen = self._reads
-            rows[job_id] = found
-        scanned = list(rows.values())
+                    del rows[job_id]
+                else:
+                    rows[job_id] = Stamped(stamp_of[job_id], row, seen=reads)
+        current = cast(dict[uuid.UUID, Stamped[Derived]], rows)  # no None is left
+        scanned = list(current.values())
         if self._retain:
             for job_id, kept in known.items():
-                if job_id not in rows and self._reads - kept.seen <= self._retain:
-                    rows[job_id] = kept
-        self._rows = rows
+                if job_id not in current and reads - kept.seen <= self._retain:
+                    current[job_id] = kept
+        self._rows = current
         return scanned

@@ -70,11 +70,11 @@ class JobRef:
     reason: str
     pending_reasons: dict[str, Any]
     revision: int = 0  # of its active placement (0: none)
+    # the job's id as the core names it (kept: a read asks it of every job, every cycle)
+    key: str = field(init=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        """The job's id as the core names it."""
-        return str(self.id)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", str(self.id))
 
 
 def job_ref(row: Any, revision: int = 0) -> JobRef:
@@ -132,14 +132,17 @@ class QueuedModel:
 @dataclass(frozen=True, slots=True)
 class HeldModel:
     """What a read derives from a held job's row, run times aside: its `JobRef`, the cluster
-    it holds (by name) and its placement as the core models it (None: it cannot be modeled,
-    for the reason `invalid` gives)."""
+    it holds (by id and name) and its placement as the core models it (None: it cannot be
+    modeled, for the reason `invalid` gives), and what each read asks of it, kept."""
 
     ref: JobRef
+    cluster_id: uuid.UUID | None
     cluster: str
     placement: Placement | None
     invalid: str | None
-    elastic: bool  # whether the placement's replica counts may change (kept: asked each cycle)
+    elastic: bool  # whether the placement's replica counts may change
+    reservation: bool  # placed where the cluster does not count it yet (`UNCOUNTED_STATES`)
+    preempting: bool
 
 
 RETAIN = 16  # cycles a queued job outside the window keeps what was modeled from it
@@ -164,6 +167,7 @@ class CompiledCache:
         # head + RETAIN * rotating jobs; a longer queue's are decoded again when they return
         self.queued_rows: StampedRows[QueuedModel] = StampedRows(retain=RETAIN)
         self.rotation = 0  # where the pending window continues next cycle
+        self.cluster_names: dict[uuid.UUID, str] = {}  # as of the last read
 
     async def load(
         self,
@@ -644,6 +648,24 @@ async def read(
             epoch=row.epoch,
         )
 
+    def named(cluster_id: uuid.UUID | None) -> str:
+        return cluster_names.get(cluster_id, "") if cluster_id is not None else ""
+
+    def held_model(row: Any) -> HeldModel:
+        """What is derived from a held row (joined with its active placement)."""
+        cluster = named(row.cluster_id)
+        placement = modeled(row, cluster)
+        return HeldModel(
+            job_ref(row, row.revision),
+            row.cluster_id,
+            cluster,
+            placement,
+            result.invalid.get(str(row.id)),
+            placement is not None and placement.job.elastic,
+            row.state in UNCOUNTED_STATES,
+            row.state == "Preempting",
+        )
+
     def record(derived: HeldModel | QueuedModel) -> None:
         """Give the writer the job's ref, and say why it cannot be modeled if it cannot."""
         result.refs[derived.ref.key] = derived.ref
@@ -654,33 +676,26 @@ async def read(
     reservations: list[Placement] = []
     elastic: dict[tuple[uuid.UUID, int], Placement] = {}  # counted ones, by (job id, epoch)
     preempting: set[str] = set()
-    for h in held:
-        row, derived = h.row, h.derived
-        cluster = cluster_names.get(row.cluster_id, "")
-        if derived is None or derived.cluster != cluster:
-            placement = modeled(row, cluster)
-            invalid = result.invalid.get(str(row.id))
-            derived = h.derived = HeldModel(
-                job_ref(row, row.revision),
-                cluster,
-                placement,
-                invalid,
-                placement is not None and placement.job.elastic,
-            )
+    renamed = cluster_names != cache.cluster_names  # a cluster came, went or was renamed
+    cache.cluster_names = cluster_names
+    for h in held:  # every held job, every cycle: what is asked of an unchanged one is kept
+        derived = h.derived
+        if derived is None or (renamed and derived.cluster != named(derived.cluster_id)):
+            derived = h.derived = held_model(h.row)
         record(derived)
         placement = derived.placement
         if placement is None:
             continue
-        job = timed(placement.job, row)
+        job = timed(placement.job, h.row)
         if job is not placement.job:
             placement = replace(placement, job=job)
         placed.append(placement)
-        if row.state in UNCOUNTED_STATES:
+        if derived.reservation:
             reservations.append(placement)
         elif derived.elastic:
-            elastic[(row.id, row.epoch)] = placement
-        if row.state == "Preempting":
-            preempting.add(job.id)
+            elastic[(derived.ref.id, derived.ref.epoch)] = placement
+        if derived.preempting:
+            preempting.add(placement.job.id)
     reservations += await _not_reported(conn, elastic)
     for q in queued:
         row, known = q.row, q.derived

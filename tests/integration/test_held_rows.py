@@ -32,9 +32,9 @@ pytestmark = pytest.mark.integration
 
 KINDS = (
     *("running", "running", "cancel", "checkpoint", "priority", "revision"),
-    *("queued priority", "gang failed", "queue", "tenant", "newcomer"),
+    *("queued priority", "gang failed", "queue", "tenant", "newcomer", "cluster"),
 )
-WEIGHTS = (1, 1, 1, 1, 1, 1, 1, 1, 0.2, 0.2, 0.3)  # writes that touch every job are rarer
+WEIGHTS = (1, 1, 1, 1, 1, 1, 1, 1, 0.2, 0.2, 0.3, 0.1)  # writes that touch every job are rarer
 
 
 def _by_job(found: tuple[Placement, ...]) -> list[Placement]:
@@ -118,6 +118,10 @@ async def test_a_warm_held_row_cache_reads_what_a_fresh_read_does(
                         .values(revision=placements.c.revision + 1)
                     )
                 touched.add(job)
+            elif kind == "cluster":  # renamed: in no job's stamp, yet every held job's
+                async with hub.db.transaction() as conn:
+                    await conn.execute(sa.update(clusters).values(name=f"east{step}"))
+                touched.add("*")
             else:  # a queue's or a tenant's row: every job in it changes
                 table = queues if kind == "queue" else tenants
                 async with hub.db.transaction() as conn:
