@@ -297,6 +297,12 @@ async def _study(workdir: Path) -> list[Figure]:
         "clients": 64,
         **{f"{k}_cpu_ms_per_submission": round(1000 * v / max(n, 1), 2) for k, v in cpu.items()},
         **{f"{k}_cores_busy": round(v / LOAD_S, 2) for k, v in cpu.items()},
+        # of the time each group was ready to run, the share it waited for a CPU (the rest it
+        # ran): near 0.5, a group gets half the CPU it could use on this machine
+        **{
+            f"{k}_cpu_wait_share": round(w / max(w + cpu[k], 1e-9), 2)
+            for k, w in meter.waited.items()
+        },
         "loop_cpu_ms_per_decision": round(1000 * cpu["loop"] / max(decided, 1), 2),
         "cycles_seen": len(gaps) + 1,
         "load_average": os.getloadavg()[0],

@@ -7,6 +7,7 @@ servers on the machine must not count.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -58,30 +59,50 @@ def cpu_seconds(pids: Iterable[int]) -> float:
     return total
 
 
+def waiting_seconds(pid: int) -> float:
+    """Seconds the threads of process `pid` spent runnable but waiting for a CPU (the
+    scheduler's run queue, `/proc/PID/task/*/schedstat`); 0 once it is gone or unknown."""
+    total = 0
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                total += int((task / "schedstat").read_text().split()[1])
+    except OSError:
+        return 0.0
+    return total / 1e9
+
+
 class CpuMeter:
-    """CPU seconds spent by named groups of processes between `start` and `stop`; each group is
-    a function listing its processes (read at both ends: a process that starts in between, a
-    new database backend, counts from its start; one that ends in between counts nothing)."""
+    """CPU seconds spent by named groups of processes between `start` and `stop`, and seconds
+    they waited for a CPU meanwhile (`waited`); each group is a function listing its processes
+    (read at both ends: a process that starts in between, a new database backend, counts from
+    its start; one that ends in between counts nothing)."""
 
     def __init__(self, **groups: Callable[[], Iterable[int]]) -> None:
         self._groups = groups
-        self._begin: dict[str, dict[int, float]] = {}
+        self._begin: dict[str, dict[int, tuple[float, float]]] = {}
+        self.waited: dict[str, float] = {}  # by group, once stopped
 
-    def _read(self) -> dict[str, dict[int, float]]:
+    def _read(self) -> dict[str, dict[int, tuple[float, float]]]:
         return {
-            name: {pid: cpu_seconds([pid]) for pid in pids()} for name, pids in self._groups.items()
+            name: {pid: (cpu_seconds([pid]), waiting_seconds(pid)) for pid in pids()}
+            for name, pids in self._groups.items()
         }
 
     def start(self) -> None:
-        """Read every group's CPU time now."""
+        """Read every group's CPU and waiting times now."""
         self._begin = self._read()
 
     def stop(self) -> dict[str, float]:
-        """CPU seconds of each group since `start`."""
-        return {
-            name: sum(now - self._begin[name].get(pid, 0.0) for pid, now in pids.items())
-            for name, pids in self._read().items()
-        }
+        """CPU seconds of each group since `start` (and its waits, in `waited`)."""
+        used: dict[str, float] = {}
+        for name, pids in self._read().items():
+            begin = self._begin[name]
+            used[name] = sum(cpu - begin.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in pids.items())
+            self.waited[name] = sum(
+                wait - begin.get(pid, (0.0, 0.0))[1] for pid, (_, wait) in pids.items()
+            )
+        return used
 
 
 def rss_mib(pid: int) -> float:
