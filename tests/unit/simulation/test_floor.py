@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from federation.simulation.floor import arrived, relaxation_floor, share_patterns
+from federation.simulation.floor import (
+    POINT_EDGE_PCT,
+    arrived,
+    relaxation_floor,
+    share_patterns,
+)
+from federation.simulation.metrics import Trajectory, discretize
 from federation.simulation.trace import TraceNode, TracePod
 
 
@@ -54,3 +61,24 @@ def test_arrived_is_the_prefix_within_the_capacity() -> None:
     work = [pod("a", 1, 500), pod("b", 2, 1000), pod("c", 0, 0), pod("d", 1, 600)]
     assert [p.name for p in arrived(work, 3000)] == ["a", "b", "c"]
     assert [p.name for p in arrived(work, 3000, pct=10)] == []
+
+
+def test_the_floor_bounds_every_arrival_the_x100_point_averages() -> None:
+    # 10 GPUs; the 0.99 share asks more CPU than the node has and fails at 99.9 % arrived;
+    # the 0.04 share arrives at 100.3 %: both arrivals round to the x = 100 point
+    work = [pod(f"w{i}", 1, 1000) for i in range(9)]
+    work += [pod("big-cpu", 1, 990, cpu=64_000), pod("small", 1, 40)]
+    nodes = [node("n", 10)]
+    trajectory = Trajectory(
+        total_milli=10_000,
+        arrived_milli=np.cumsum([p.total_gpu_milli for p in work]),
+        used_milli=np.array([1000 * (i + 1) for i in range(9)] + [9000, 9040]),
+        frag_milli=np.zeros(len(work)),
+    )
+    point = discretize(trajectory).unallocated_pct[100]
+    assert point == pytest.approx(9.8)  # the mean of 10 % and 9.6 %
+    within_capacity = relaxation_floor(nodes, arrived(work, 10_000))
+    assert within_capacity.unallocated_pct == pytest.approx(10.0)  # above the point: no floor
+    edge = relaxation_floor(nodes, arrived(work, 10_000, POINT_EDGE_PCT))
+    assert edge.unallocated_pct == pytest.approx(9.6)
+    assert edge.unallocated_pct <= point
