@@ -32,6 +32,11 @@ fragmentation (`FragModel.cpu_frag`: free CPU counted for each task type, CPU-on
 that no longer fits the node), in milli-devices at the pool's devices per CPU. CPU-only pods place
 as in FGD.
 
+- FGD's measure itself weighs a task type by how many pods it has. Suanpan weighs a type that
+  is over-demanded (its device demand exceeds what the nodes able to host it have: 8-GPU pods
+  asking more CPU than most nodes have) by its devices per pod too (`over_demanded`), so that
+  its few hosts are kept whole for it. A workload without one places as FGD's measure says.
+
 All of it is deterministic.
 
 Scores are cached per task shape and node; a node is re-scored only when its `version` changed.
@@ -219,6 +224,35 @@ def cpu_per_device(model: FragModel, pool: Pool) -> FloatArray:
     return result
 
 
+def over_demanded(workload: TargetWorkload, pool: Pool) -> TargetWorkload:
+    """The workload with each over-demanded task type weighted by its devices per pod.
+
+    A type is over-demanded when its share of the workload's device demand, at a full pool,
+    asks more devices than the nodes that can host one of its pods have (enough CPU, devices
+    and an accepted model): an 8-GPU pod asking more CPU than most nodes have. FGD weighs a
+    type by how many pods it has, but each pod of such a type that finds no host leaves its
+    `count` devices idle, so a node that is one of its few hosts is worth keeping whole by
+    that many devices. Types with hosts enough keep their weights, and so does a workload
+    without an over-demanded type: it places exactly as before."""
+    model = FragModel(workload, pool.model_names)
+    asked = model.weight * model.milli * model.count
+    if asked.sum() <= 0:
+        return workload
+    demand = asked / asked.sum() * pool.total_milli
+    access = model.access[pool.model_id + 1]  # [node, type]
+    hosts = (
+        access
+        & (pool.cpu_cap[:, None] >= model.cpu[None, :])
+        & (pool.size[:, None] >= model.count[None, :])
+    )
+    supply = (1000 * pool.size) @ hosts
+    over = model.needs_device & (demand > supply)
+    if not over.any():
+        return workload
+    weights = np.where(over, model.weight * model.count * model.milli / 1000, model.weight)
+    return TargetWorkload(workload.types, tuple(float(w) for w in weights / weights.sum()))
+
+
 def cpu_short(model: FragModel, pool: Pool) -> bool:
     """Whether the target workload, CPU-only task types included, asks more CPU than the pool
     has by the time its devices are full."""
@@ -270,6 +304,7 @@ class SuanpanPolicy:
         """A scorer with its own fragmentation cache for `pool`."""
         model = FragModel(self.workload, pool.model_names)
         short = cpu_short(model, pool)
+        growth = FragModel(over_demanded(self.workload, pool), pool.model_names)
         waste = (
             None
             if short
@@ -279,7 +314,7 @@ class SuanpanPolicy:
         )
         cpu_weight = pool.total_milli / max(float(pool.cpu_cap.sum()), 1.0) if short else 0.0
         return _SuanpanScorer(
-            _FragScorer(pool, model, waste=waste, cpu_weight=cpu_weight),
+            _FragScorer(pool, growth, waste=waste, cpu_weight=cpu_weight),
             model_pressure(self.workload, pool),
             cpu_per_device(model, pool),
             short,

@@ -16,7 +16,7 @@ from federation.nodeplacement import (
     normalized,
     select,
 )
-from federation.nodeplacement.fgd import cpu_short
+from federation.nodeplacement.fgd import cpu_short, over_demanded
 from tests.unit.nodeplacement.builders import cpu_only, gpu_node, gpus, pool_of
 
 # Half the tasks want 0.5 GPU, half one whole GPU.
@@ -132,3 +132,38 @@ def test_when_cpu_is_short_a_device_pod_keeps_cpu_the_workload_can_still_use() -
     for policy, chosen in (("fgd", 0), ("suanpan", 1)):
         scorer = make_policy(policy, CPU_HEAVY).bind(pool, np.random.default_rng(0))
         assert select(scorer.score(req, pool.feasible(req))) == chosen
+
+
+# Most tasks are 8-GPU pods that fit any node; one in 200 asks 100 CPUs besides, which only the
+# one 128-CPU node can host: at a full pool its device demand (1 % of 251 nodes' GPUs) is more
+# than that node holds.
+BIG_CPU = TaskType(100_000, 1000, 8)
+HOST_SHORT = TargetWorkload((TaskType(1000, 1000, 8), BIG_CPU), (0.995, 0.005))
+
+
+def _hosts_pool() -> list[PoolNode]:
+    big = gpu_node("g3", (0,) * 8, cpu=128_000)
+    return [big, *(gpu_node(f"g2-{i}", (0,) * 8, cpu=96_000) for i in range(250))]
+
+
+def test_an_over_demanded_type_weighs_by_its_devices_per_pod() -> None:
+    pool = pool_of(*_hosts_pool())
+    weighted = over_demanded(HOST_SHORT, pool)
+    assert weighted.types == HOST_SHORT.types
+    assert weighted.weights == pytest.approx((0.995 / 1.035, 0.04 / 1.035))
+    # with hosts enough (it asks 64 CPUs: every node), the workload is left as it is
+    roomy = TargetWorkload((TaskType(1000, 1000, 8), TaskType(64_000, 1000, 8)), (0.995, 0.005))
+    assert over_demanded(roomy, pool) is roomy
+    assert over_demanded(TargetWorkload((), ()), pool) == TargetWorkload((), ())
+
+
+def test_suanpan_keeps_the_few_hosts_of_an_over_demanded_type_whole() -> None:
+    # a 4-GPU pod fits every node; only the first can ever hold the 8-GPU, 100-CPU pods
+    pool = pool_of(*_hosts_pool())
+    req = gpus(count=4, cpu=8000)
+    chosen = {}
+    for policy in ("fgd", "suanpan"):
+        scorer = make_policy(policy, HOST_SHORT).bind(pool, np.random.default_rng(0))
+        chosen[policy] = select(scorer.score(req, pool.feasible(req)))
+    assert chosen["fgd"] == 0  # the rare type moves FGD's integer score by less than a point
+    assert chosen["suanpan"] != 0
