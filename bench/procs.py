@@ -98,10 +98,11 @@ class CpuMeter:
         used: dict[str, float] = {}
         for name, pids in self._read().items():
             begin = self._begin[name]
-            used[name] = sum(cpu - begin.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in pids.items())
-            self.waited[name] = sum(
-                wait - begin.get(pid, (0.0, 0.0))[1] for pid, (_, wait) in pids.items()
-            )
+            used[name] = self.waited[name] = 0.0
+            for pid, (cpu, wait) in pids.items():
+                cpu_then, wait_then = begin.get(pid, (0.0, 0.0))
+                used[name] += cpu - cpu_then
+                self.waited[name] += wait - wait_then
         return used
 
 

@@ -53,6 +53,7 @@ from federation.nodeplacement.fragmentation import FragModel, FragTracker
 from federation.nodeplacement.lookahead import CPU_STEP, waste_by_model
 from federation.nodeplacement.pool import BoolArray, FloatArray, IntArray, PodRequest, Pool
 from federation.nodeplacement.workload import TargetWorkload, task_type
+from federation.scheduling.devices import WHOLE
 
 MAX_SCORE = 100
 _Key = tuple[int, int, int, int, bool]
@@ -224,7 +225,7 @@ def cpu_per_device(model: FragModel, pool: Pool) -> FloatArray:
     return result
 
 
-def over_demanded(workload: TargetWorkload, pool: Pool) -> TargetWorkload:
+def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> TargetWorkload:
     """The workload with each over-demanded task type weighted by its devices per pod.
 
     A type is over-demanded when its share of the workload's device demand, at a full pool,
@@ -233,8 +234,8 @@ def over_demanded(workload: TargetWorkload, pool: Pool) -> TargetWorkload:
     type by how many pods it has, but each pod of such a type that finds no host leaves its
     `count` devices idle, so a node that is one of its few hosts is worth keeping whole by
     that many devices. Types with hosts enough keep their weights, and so does a workload
-    without an over-demanded type: it places exactly as before."""
-    model = FragModel(workload, pool.model_names)
+    without an over-demanded type: it places exactly as before. `model`: the workload's, as
+    built against the pool."""
     asked = model.weight * model.milli * model.count
     if asked.sum() <= 0:
         return workload
@@ -245,11 +246,11 @@ def over_demanded(workload: TargetWorkload, pool: Pool) -> TargetWorkload:
         & (pool.cpu_cap[:, None] >= model.cpu[None, :])
         & (pool.size[:, None] >= model.count[None, :])
     )
-    supply = (1000 * pool.size) @ hosts
+    supply = (WHOLE * pool.size) @ hosts
     over = model.needs_device & (demand > supply)
     if not over.any():
         return workload
-    weights = np.where(over, model.weight * model.count * model.milli / 1000, model.weight)
+    weights = np.where(over, model.weight * model.count * model.milli / WHOLE, model.weight)
     return TargetWorkload(workload.types, tuple(float(w) for w in weights / weights.sum()))
 
 
@@ -304,7 +305,7 @@ class SuanpanPolicy:
         """A scorer with its own fragmentation cache for `pool`."""
         model = FragModel(self.workload, pool.model_names)
         short = cpu_short(model, pool)
-        growth = FragModel(over_demanded(self.workload, pool), pool.model_names)
+        growth = FragModel(over_demanded(self.workload, model, pool), pool.model_names)
         waste = (
             None
             if short

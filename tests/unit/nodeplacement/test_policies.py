@@ -148,13 +148,17 @@ def _hosts_pool() -> list[PoolNode]:
 
 def test_an_over_demanded_type_weighs_by_its_devices_per_pod() -> None:
     pool = pool_of(*_hosts_pool())
-    weighted = over_demanded(HOST_SHORT, pool)
+
+    def over(workload: TargetWorkload) -> TargetWorkload:
+        return over_demanded(workload, FragModel(workload, pool.model_names), pool)
+
+    weighted = over(HOST_SHORT)
     assert weighted.types == HOST_SHORT.types
     assert weighted.weights == pytest.approx((0.995 / 1.035, 0.04 / 1.035))
     # with hosts enough (it asks 64 CPUs: every node), the workload is left as it is
     roomy = TargetWorkload((TaskType(1000, 1000, 8), TaskType(64_000, 1000, 8)), (0.995, 0.005))
-    assert over_demanded(roomy, pool) is roomy
-    assert over_demanded(TargetWorkload((), ()), pool) == TargetWorkload((), ())
+    assert over(roomy) is roomy
+    assert over(TargetWorkload((), ())) == TargetWorkload((), ())
 
 
 def test_suanpan_keeps_the_few_hosts_of_an_over_demanded_type_whole() -> None:
