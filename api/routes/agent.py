@@ -12,6 +12,7 @@ from api.routes import API
 from api.schemas import QueryFloat, QueryInt, _In
 from federation.store import agents
 from federation.store import telemetry as telemetry_store
+from federation.store.database import retrying_collisions
 from federation.store.listener import PLACEMENTS
 from federation.store.records import Role
 from federation.validation import INT64_MAX
@@ -81,10 +82,17 @@ async def agent_register(call: Call) -> Reply:
 async def agent_lease(call: Call) -> Reply:
     """Renew the lease of the token's (registered) cluster, saying whether the agent reaches
     its kube-apiserver: one that does not gets no new work, and is lost after the lease."""
-    assert call.who.cluster_id is not None
+    cluster_id = call.who.cluster_id
+    assert cluster_id is not None
     hub = ctx(call.request)
-    async with hub.db.connection() as conn:  # one statement: its own transaction
-        await agents.heartbeat(conn, call.who.cluster_id, call.body_as(LeaseRenewal))
+
+    async def renew() -> None:
+        async with hub.db.connection() as conn:  # one statement: its own transaction
+            await agents.heartbeat(conn, cluster_id, call.body_as(LeaseRenewal))
+
+    # a renewal that collided with another transaction is made again here: refused, the agent
+    # would send it again a second later, and its cluster may turn NotReady meanwhile
+    await retrying_collisions(renew)
     health = hub.config.health
     return Reply(200, LeaseReply(lease_s=health.offline_after_s, renew_s=health.renew_s))
 

@@ -73,15 +73,18 @@ class LeaseRenewer:
     async def _run(self) -> None:
         try:
             while True:
-                await self.renew()
+                wait_s = await self.renew()
                 if self.lost and self._agent_loop is not None:
                     self._agent_loop.call_soon_threadsafe(self.on_lost)
-                await asyncio.sleep(self.renew_s)
+                await asyncio.sleep(wait_s)
         finally:
             await self.hub.close()  # this loop's session
 
-    async def renew(self) -> None:
-        """One renewal, waiting up to what the lease leaves (a slow hub may still record it)."""
+    async def renew(self) -> float:
+        """One renewal, waiting up to what the lease leaves (a slow hub may still record it);
+        the seconds until the next one: `renew_s`, or sooner where the hub refused this one
+        and said when to send it again (a renewal its database rolled back): waiting the whole
+        period after a refusal would leave the cluster silent for two periods, NotReady."""
         problem = self.problem()
         sent = time.monotonic()
         try:
@@ -90,8 +93,13 @@ class LeaseRenewer:
                 timeout_s=max(self.renew_s, self.lease_s - self.renew_s),
                 hedge_after_s=self.renew_s,
             )
-        except (HubUnavailable, HubRejected) as exc:  # rejected: not registered yet
+        except HubUnavailable as exc:
             log.info("lease not renewed: %s", exc)
-            return
+            said = exc.retry_after_s
+            return self.renew_s if said is None else min(self.renew_s, said)
+        except HubRejected as exc:  # not registered yet
+            log.info("lease not renewed: %s", exc)
+            return self.renew_s
         self.renewed = sent
         self.lease_s, self.renew_s = reply.lease_s, reply.renew_s
+        return self.renew_s

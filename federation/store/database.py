@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import asyncpg
 import orjson
@@ -75,6 +75,23 @@ def is_collision(exc: BaseException) -> bool:
     if not isinstance(exc, sa_exc.DBAPIError) or exc.orig is None:
         return False
     return isinstance(exc.orig.__cause__, COLLISIONS)
+
+
+T = TypeVar("T")
+COLLISION_TRIES = 3
+
+
+async def retrying_collisions(attempt: Callable[[], Awaitable[T]]) -> T:
+    """`attempt()`, made again at once (up to `COLLISION_TRIES` in all) while PostgreSQL rolls
+    it back for colliding with another transaction; for an idempotent write that is whole in
+    one transaction, which the caller would otherwise have to send again later."""
+    for _ in range(COLLISION_TRIES - 1):
+        try:
+            return await attempt()
+        except sa_exc.DBAPIError as exc:
+            if not is_collision(exc):
+                raise
+    return await attempt()
 
 
 def json_text(value: Any) -> str:
