@@ -33,9 +33,10 @@ that no longer fits the node), in milli-devices at the pool's devices per CPU. C
 as in FGD.
 
 - FGD's measure itself weighs a task type by how many pods it has. Suanpan weighs a type that
-  is over-demanded (its device demand exceeds what the nodes able to host it have: 8-GPU pods
-  asking more CPU than most nodes have) by its devices per pod too (`over_demanded`), so that
-  its few hosts are kept whole for it. A workload without one places as FGD's measure says.
+  is over-demanded (the types confined to its hosts ask more devices than those nodes have:
+  8-GPU pods asking more CPU than most nodes have) by its devices per pod too
+  (`over_demanded`), so that its few hosts are kept whole for it. A workload without one
+  places as FGD's measure says.
 
 All of it is deterministic.
 
@@ -228,10 +229,13 @@ def cpu_per_device(model: FragModel, pool: Pool) -> FloatArray:
 def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> TargetWorkload:
     """The workload with each over-demanded task type weighted by its devices per pod.
 
-    A type is over-demanded when its share of the workload's device demand, at a full pool,
-    asks more devices than the nodes that can host one of its pods have (enough CPU, devices
-    and an accepted model): an 8-GPU pod asking more CPU than most nodes have. FGD weighs a
-    type by how many pods it has, but each pod of such a type that finds no host leaves its
+    A type's hosts are the nodes that can hold one of its pods (enough CPU, devices and an
+    accepted model). A set of hosts is over-demanded when the types that can run nowhere else
+    ask, by their shares of the workload's device demand at a full pool, for more devices than
+    it has (Hall's condition, checked on each type's hosts): 8-GPU pods asking more CPU than
+    most nodes have, each size of them alone within the few large nodes but all of them
+    together beyond. Every type confined to an over-demanded set is over-demanded. FGD weighs
+    a type by how many pods it has, but each pod of such a type that finds no host leaves its
     `count` devices idle, so a node that is one of its few hosts is worth keeping whole by
     that many devices. Types with hosts enough keep their weights, and so does a workload
     without an over-demanded type: it places exactly as before. `model`: the workload's, as
@@ -247,7 +251,18 @@ def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> Tar
         & (pool.size[:, None] >= model.count[None, :])
     )
     supply = (WHOLE * pool.size) @ hosts
-    over = model.needs_device & (demand > supply)
+    over = model.needs_device & (demand > supply)  # a type no node can host, too
+    placeable = model.needs_device & hosts.any(axis=0)
+    # inside[u, t]: every host of placeable type u is a host of type t (each kind of node
+    # once: whether it hosts a type depends on its model, CPU and devices only)
+    _, first = np.unique(
+        np.stack([pool.model_id, pool.cpu_cap, pool.size], axis=1), axis=0, return_index=True
+    )
+    kinds = hosts[first].astype(np.float64)
+    inside = kinds[:, placeable].T @ (1.0 - kinds) == 0
+    # (at a full pool the whole pool's demand is its supply: rounding must not make it short)
+    short = model.needs_device & (demand[placeable] @ inside > supply * (1.0 + 1e-9))
+    over[placeable] |= inside[:, short].any(axis=1)
     if not over.any():
         return workload
     weights = np.where(over, model.weight * model.count * model.milli / WHOLE, model.weight)

@@ -161,6 +161,20 @@ def test_an_over_demanded_type_weighs_by_its_devices_per_pod() -> None:
     assert over(TargetWorkload((), ())) == TargetWorkload((), ())
 
 
+def test_types_confined_to_hosts_they_over_demand_together_weigh_by_their_devices() -> None:
+    # two 8-GPU types only the two 128-CPU nodes hold: each asks about 8 of their 16 devices,
+    # both together 16.2
+    big = [gpu_node(f"g3-{i}", (0,) * 8, cpu=128_000) for i in range(2)]
+    pool = pool_of(*big, *(gpu_node(f"g2-{i}", (0,) * 8, cpu=96_000) for i in range(250)))
+    types = (TaskType(1000, 1000, 8), TaskType(100_000, 1000, 8), TaskType(120_000, 1000, 8))
+    workload = TargetWorkload(types, (0.992, 0.004, 0.004))
+    weighted = over_demanded(workload, FragModel(workload, pool.model_names), pool)
+    assert weighted.weights == pytest.approx((0.992 / 1.056, 0.032 / 1.056, 0.032 / 1.056))
+    # one of them alone is within its hosts
+    alone = TargetWorkload(types[:2], (0.996, 0.004))
+    assert over_demanded(alone, FragModel(alone, pool.model_names), pool) is alone
+
+
 def test_suanpan_keeps_the_few_hosts_of_an_over_demanded_type_whole() -> None:
     # a 4-GPU pod fits every node; only the first can ever hold the 8-GPU, 100-CPU pods
     pool = pool_of(*_hosts_pool())
