@@ -34,9 +34,9 @@ as in FGD.
 
 - FGD's measure itself weighs a task type by how many pods it has. Suanpan weighs a type that
   is over-demanded (the types confined to its hosts ask more devices than those nodes have:
-  8-GPU pods asking more CPU than most nodes have) by its devices per pod too
-  (`over_demanded`), so that its few hosts are kept whole for it. A workload without one
-  places as FGD's measure says.
+  8-GPU pods asking more CPU than most nodes have) by its devices per pod and by how many
+  times over its hosts are asked for too (`over_demanded`), so that its few hosts are kept
+  whole for it. A workload without one places as FGD's measure says.
 
 All of it is deterministic.
 
@@ -237,9 +237,10 @@ def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> Tar
     together beyond. Every type confined to an over-demanded set is over-demanded. FGD weighs
     a type by how many pods it has, but each pod of such a type that finds no host leaves its
     `count` devices idle, so a node that is one of its few hosts is worth keeping whole by
-    that many devices. Types with hosts enough keep their weights, and so does a workload
-    without an over-demanded type: it places exactly as before. `model`: the workload's, as
-    built against the pool."""
+    that many devices, and by how many times over those hosts are asked for (the scarcest
+    set the type is confined to: the price of its hosts in the packing LP's dual). Types with
+    hosts enough keep their weights, and so does a workload without an over-demanded type:
+    it places exactly as before. `model`: the workload's, as built against the pool."""
     asked = model.weight * model.milli * model.count
     if asked.sum() <= 0:
         return workload
@@ -261,11 +262,18 @@ def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> Tar
     kinds = hosts[first].astype(np.float64)
     inside = kinds[:, placeable].T @ (1.0 - kinds) == 0
     # (at a full pool the whole pool's demand is its supply: rounding must not make it short)
-    short = model.needs_device & (demand[placeable] @ inside > supply * (1.0 + 1e-9))
-    over[placeable] |= inside[:, short].any(axis=1)
+    need = demand[placeable] @ inside
+    short = model.needs_device & (need > supply * (1.0 + 1e-9))
+    # per type: how many times over the most over-demanded set it is confined to is asked for
+    scarcity = np.ones(len(over))
+    scarcity[placeable] = np.where(inside & short, need / np.maximum(supply, 1.0), 1.0).max(
+        axis=1, initial=1.0
+    )
+    over |= scarcity > 1.0
     if not over.any():
         return workload
-    weights = np.where(over, model.weight * model.count * model.milli / WHOLE, model.weight)
+    per_pod = model.count * model.milli / WHOLE
+    weights = np.where(over, model.weight * per_pod * scarcity, model.weight)
     return TargetWorkload(workload.types, tuple(float(w) for w in weights / weights.sum()))
 
 

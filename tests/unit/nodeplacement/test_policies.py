@@ -154,7 +154,9 @@ def test_an_over_demanded_type_weighs_by_its_devices_per_pod() -> None:
 
     weighted = over(HOST_SHORT)
     assert weighted.types == HOST_SHORT.types
-    assert weighted.weights == pytest.approx((0.995 / 1.035, 0.04 / 1.035))
+    # 8 devices per pod, and its one host is asked for 1.255 times over (10.04 of 8 devices)
+    big = 0.005 * 8 * 1.255
+    assert weighted.weights == pytest.approx((0.995 / (0.995 + big), big / (0.995 + big)))
     # with hosts enough (it asks 64 CPUs: every node), the workload is left as it is
     roomy = TargetWorkload((TaskType(1000, 1000, 8), TaskType(64_000, 1000, 8)), (0.995, 0.005))
     assert over(roomy) is roomy
@@ -162,14 +164,16 @@ def test_an_over_demanded_type_weighs_by_its_devices_per_pod() -> None:
 
 
 def test_types_confined_to_hosts_they_over_demand_together_weigh_by_their_devices() -> None:
-    # two 8-GPU types only the two 128-CPU nodes hold: each asks about 8 of their 16 devices,
-    # both together 16.2
+    # two 8-GPU types only the two 128-CPU nodes hold: each asks 8.064 of their 16 devices,
+    # both together 16.128
     big = [gpu_node(f"g3-{i}", (0,) * 8, cpu=128_000) for i in range(2)]
     pool = pool_of(*big, *(gpu_node(f"g2-{i}", (0,) * 8, cpu=96_000) for i in range(250)))
     types = (TaskType(1000, 1000, 8), TaskType(100_000, 1000, 8), TaskType(120_000, 1000, 8))
     workload = TargetWorkload(types, (0.992, 0.004, 0.004))
     weighted = over_demanded(workload, FragModel(workload, pool.model_names), pool)
-    assert weighted.weights == pytest.approx((0.992 / 1.056, 0.032 / 1.056, 0.032 / 1.056))
+    each = 0.004 * 8 * 16.128 / 16  # devices per pod, times over its hosts are asked for
+    total = 0.992 + 2 * each
+    assert weighted.weights == pytest.approx((0.992 / total, each / total, each / total))
     # one of them alone is within its hosts
     alone = TargetWorkload(types[:2], (0.996, 0.004))
     assert over_demanded(alone, FragModel(alone, pool.model_names), pool) is alone
