@@ -252,8 +252,8 @@ def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> Tar
         & (pool.size[:, None] >= model.count[None, :])
     )
     supply = (WHOLE * pool.size) @ hosts
-    over = model.needs_device & (demand > supply)  # a type no node can host, too
     placeable = model.needs_device & hosts.any(axis=0)
+    over = model.needs_device & ~placeable  # every pod of a type no node hosts leaves idle
     # inside[u, t]: every host of placeable type u is a host of type t (each kind of node
     # once: whether it hosts a type depends on its model, CPU and devices only)
     _, first = np.unique(
