@@ -36,7 +36,9 @@ as in FGD.
   is over-demanded (the types confined to its hosts ask more devices than those nodes have:
   8-GPU pods asking more CPU than most nodes have) by its devices per pod and by how many
   times over its hosts are asked for too (`over_demanded`), so that its few hosts are kept
-  whole for it. A workload without one places as FGD's measure says.
+  whole for it. And on those hosts, the types that cannot use them do not count in FGD's
+  measure (`kept_whole`): else a node few types can use looks worth filling with anything.
+  A workload without an over-demanded set places as FGD's measure says.
 
 All of it is deterministic.
 
@@ -108,9 +110,10 @@ class _FragScorer:
     cache: dict[_Key, _Entry] = field(default_factory=dict)
     waste: FloatArray | None = None  # `lookahead.waste_by_model`: share lookahead if given
     cpu_weight: float = 0.0  # milli-device per milli-CPU: device pods also count CPU growth
+    node_weight: FloatArray | None = None  # per node, the types' weights (`kept_whole`)
 
     def __post_init__(self) -> None:
-        self.tracker = FragTracker(self.pool, self.model)
+        self.tracker = FragTracker(self.pool, self.model, self.node_weight)
 
     def growth(self, req: PodRequest, feasible: BoolArray) -> tuple[FloatArray, IntArray]:
         """Per node: minus FGD's integer score (lower is better) and the share's device."""
@@ -132,7 +135,12 @@ class _FragScorer:
         if rows.size:
             before = self.tracker.current()
             after = _after_states(pool, rows, req, t.cpu_milli)
-            frag = self.model.frag(after.cpu_free, after.free, pool.model_id[after.node])
+            frag = self.model.frag(
+                after.cpu_free,
+                after.free,
+                pool.model_id[after.node],
+                None if self.node_weight is None else self.node_weight[after.node],
+            )
             growth = np.round(frag - before[after.node], 6)
             if self.cpu_weight and dev is not None:
                 growth = growth + np.round(self.cpu_weight * self.cpu_growth(after), 6)
@@ -226,24 +234,28 @@ def cpu_per_device(model: FragModel, pool: Pool) -> FloatArray:
     return result
 
 
-def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> TargetWorkload:
-    """The workload with each over-demanded task type weighted by its devices per pod.
+@dataclass(frozen=True)
+class HostSets:
+    """Hall's condition on the task types' hosts, for a workload against a pool.
 
     A type's hosts are the nodes that can hold one of its pods (enough CPU, devices and an
     accepted model). A set of hosts is over-demanded when the types that can run nowhere else
     ask, by their shares of the workload's device demand at a full pool, for more devices than
-    it has (Hall's condition, checked on each type's hosts): 8-GPU pods asking more CPU than
-    most nodes have, each size of them alone within the few large nodes but all of them
-    together beyond. Every type confined to an over-demanded set is over-demanded. FGD weighs
-    a type by how many pods it has, but each pod of such a type that finds no host leaves its
-    `count` devices idle, so a node that is one of its few hosts is worth keeping whole by
-    that many devices, and by how many times over those hosts are asked for (the scarcest
-    set the type is confined to: the price of its hosts in the packing LP's dual). Types with
-    hosts enough keep their weights, and so does a workload without an over-demanded type:
-    it places exactly as before. `model`: the workload's, as built against the pool."""
+    it has (checked on each type's hosts): 8-GPU pods asking more CPU than most nodes have,
+    each size of them alone within the few large nodes but all of them together beyond."""
+
+    hosts: BoolArray  # [node, type]: the node can hold a pod of the type
+    over: BoolArray  # [type]: confined to an over-demanded set, or hosted nowhere
+    scarcity: FloatArray  # [type]: times over the scarcest set it is confined to is asked for
+    scarce: BoolArray  # [node]: a host of an over-demanded set
+
+
+def host_sets(model: FragModel, pool: Pool) -> HostSets | None:
+    """The workload's host sets (`model`: the workload's, as built against the pool), or None
+    for a workload that asks no devices."""
     asked = model.weight * model.milli * model.count
     if asked.sum() <= 0:
-        return workload
+        return None
     demand = asked / asked.sum() * pool.total_milli
     access = model.access[pool.model_id + 1]  # [node, type]
     hosts = (
@@ -264,17 +276,46 @@ def over_demanded(workload: TargetWorkload, model: FragModel, pool: Pool) -> Tar
     # (at a full pool the whole pool's demand is its supply: rounding must not make it short)
     need = demand[placeable] @ inside
     short = model.needs_device & (need > supply * (1.0 + 1e-9))
-    # per type: how many times over the most over-demanded set it is confined to is asked for
     scarcity = np.ones(len(over))
     scarcity[placeable] = np.where(inside & short, need / np.maximum(supply, 1.0), 1.0).max(
         axis=1, initial=1.0
     )
-    over |= scarcity > 1.0
-    if not over.any():
+    scarce = np.asarray(hosts[:, short].any(axis=1), dtype=np.bool_)
+    return HostSets(hosts, over | (scarcity > 1.0), scarcity, scarce)
+
+
+def over_demanded(workload: TargetWorkload, sets: HostSets | None) -> TargetWorkload:
+    """The workload with each over-demanded task type weighted by its devices per pod and by
+    its scarcity.
+
+    FGD weighs a type by how many pods it has, but each pod of an over-demanded type that finds
+    no host leaves its `count` devices idle, so a node that is one of its few hosts is worth
+    keeping whole by that many devices, and by how many times over those hosts are asked for
+    (the price of its hosts in the packing LP's dual). Types with hosts enough keep their
+    weights, and so does a workload without an over-demanded type: it places exactly as
+    before."""
+    if sets is None or not sets.over.any():
         return workload
-    per_pod = model.count * model.milli / WHOLE
-    weights = np.where(over, model.weight * per_pod * scarcity, model.weight)
+    weights = np.array(workload.weights, dtype=np.float64)
+    per_pod = np.array([t.count * t.milli / WHOLE for t in workload.types])
+    weights = np.where(sets.over, weights * per_pod * sets.scarcity, weights)
     return TargetWorkload(workload.types, tuple(float(w) for w in weights / weights.sum()))
+
+
+def kept_whole(model: FragModel, sets: HostSets | None) -> FloatArray | None:
+    """Per node, the task types' weights in its fragmentation: on a host of an over-demanded
+    set, a device type that cannot use the node does not count (None: no such set).
+
+    FGD counts a node's free devices as a fragment for every type that cannot use them, so a
+    node few types can use looks worth filling: the 128-CPU nodes of the one model the 1-GPU
+    pods constrained to the common model cannot use. But an over-demanded set's devices will be
+    taken by the types confined to it whatever else happens; filling them with pods that have
+    other hosts only takes them from those types. `model`: the weighted workload's."""
+    if sets is None or not sets.scarce.any():
+        return None
+    drop = sets.scarce[:, None] & ~sets.hosts & model.needs_device[None, :]
+    result: FloatArray = np.where(drop, 0.0, model.weight[None, :])
+    return result
 
 
 def cpu_short(model: FragModel, pool: Pool) -> bool:
@@ -328,7 +369,8 @@ class SuanpanPolicy:
         """A scorer with its own fragmentation cache for `pool`."""
         model = FragModel(self.workload, pool.model_names)
         short = cpu_short(model, pool)
-        growth = FragModel(over_demanded(self.workload, model, pool), pool.model_names)
+        sets = host_sets(model, pool)
+        growth = FragModel(over_demanded(self.workload, sets), pool.model_names)
         waste = (
             None
             if short
@@ -338,7 +380,13 @@ class SuanpanPolicy:
         )
         cpu_weight = pool.total_milli / max(float(pool.cpu_cap.sum()), 1.0) if short else 0.0
         return _SuanpanScorer(
-            _FragScorer(pool, growth, waste=waste, cpu_weight=cpu_weight),
+            _FragScorer(
+                pool,
+                growth,
+                waste=waste,
+                cpu_weight=cpu_weight,
+                node_weight=kept_whole(growth, sets),
+            ),
             model_pressure(self.workload, pool),
             cpu_per_device(model, pool),
             short,

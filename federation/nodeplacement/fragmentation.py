@@ -62,19 +62,30 @@ class FragModel:
         result: FloatArray = (np.where(fits, 0, cpu_free[:, None]) @ self.weight).astype(np.float64)
         return result
 
-    def frag(self, cpu_free: IntArray, free: IntArray, model_id: IntArray) -> FloatArray:
-        """F_n(M) for each row n, in milli-devices."""
-        result: FloatArray = self.per_type(cpu_free, free, model_id) @ self.weight
+    def frag(
+        self,
+        cpu_free: IntArray,
+        free: IntArray,
+        model_id: IntArray,
+        weight: FloatArray | None = None,
+    ) -> FloatArray:
+        """F_n(M) for each row n, in milli-devices; `weight`: the types' weights per row
+        (default: the workload's everywhere)."""
+        per_type = self.per_type(cpu_free, free, model_id)
+        result: FloatArray = (
+            per_type @ self.weight if weight is None else (per_type * weight).sum(axis=1)
+        )
         return result
 
 
 class FragTracker:
     """F_n(M) of every node of a pool, recomputed only for nodes that changed."""
 
-    def __init__(self, pool: Pool, model: FragModel) -> None:
+    def __init__(self, pool: Pool, model: FragModel, weight: FloatArray | None = None) -> None:
         self.pool = pool
         self.model = model
-        self.values = model.frag(pool.cpu_free, pool.free, pool.model_id)
+        self.weight = weight  # per node, the types' weights (default: the workload's)
+        self.values = model.frag(pool.cpu_free, pool.free, pool.model_id, weight)
         self.seen = pool.version.copy()
 
     def current(self) -> FloatArray:
@@ -83,7 +94,10 @@ class FragTracker:
         if dirty.size:
             p = self.pool
             self.values[dirty] = self.model.frag(
-                p.cpu_free[dirty], p.free[dirty], p.model_id[dirty]
+                p.cpu_free[dirty],
+                p.free[dirty],
+                p.model_id[dirty],
+                None if self.weight is None else self.weight[dirty],
             )
             self.seen[dirty] = p.version[dirty]
         return self.values

@@ -9,6 +9,7 @@ from federation.nodeplacement import (
     POLICY_NAMES,
     FragModel,
     NodeScores,
+    PodRequest,
     PoolNode,
     TargetWorkload,
     TaskType,
@@ -16,7 +17,7 @@ from federation.nodeplacement import (
     normalized,
     select,
 )
-from federation.nodeplacement.fgd import cpu_short, over_demanded
+from federation.nodeplacement.fgd import cpu_short, host_sets, kept_whole, over_demanded
 from tests.unit.nodeplacement.builders import cpu_only, gpu_node, gpus, pool_of
 
 # Half the tasks want 0.5 GPU, half one whole GPU.
@@ -150,7 +151,7 @@ def test_an_over_demanded_type_weighs_by_its_devices_per_pod() -> None:
     pool = pool_of(*_hosts_pool())
 
     def over(workload: TargetWorkload) -> TargetWorkload:
-        return over_demanded(workload, FragModel(workload, pool.model_names), pool)
+        return over_demanded(workload, host_sets(FragModel(workload, pool.model_names), pool))
 
     weighted = over(HOST_SHORT)
     assert weighted.types == HOST_SHORT.types
@@ -170,22 +171,65 @@ def test_types_confined_to_hosts_they_over_demand_together_weigh_by_their_device
     pool = pool_of(*big, *(gpu_node(f"g2-{i}", (0,) * 8, cpu=96_000) for i in range(250)))
     types = (TaskType(1000, 1000, 8), TaskType(100_000, 1000, 8), TaskType(120_000, 1000, 8))
     workload = TargetWorkload(types, (0.992, 0.004, 0.004))
-    weighted = over_demanded(workload, FragModel(workload, pool.model_names), pool)
+    weighted = over_demanded(workload, host_sets(FragModel(workload, pool.model_names), pool))
     each = 0.004 * 8 * 16.128 / 16  # devices per pod, times over its hosts are asked for
     total = 0.992 + 2 * each
     assert weighted.weights == pytest.approx((0.992 / total, each / total, each / total))
     # one of them alone is within its hosts
     alone = TargetWorkload(types[:2], (0.996, 0.004))
-    assert over_demanded(alone, FragModel(alone, pool.model_names), pool) is alone
+    assert over_demanded(alone, host_sets(FragModel(alone, pool.model_names), pool)) is alone
+
+
+def _fgd_and_suanpan(
+    workload: TargetWorkload, nodes: list[PoolNode], req: PodRequest
+) -> dict[str, int | None]:
+    """The node FGD and Suanpan choose for `req` on an empty pool of `nodes`."""
+    pool = pool_of(*nodes)
+    chosen = {}
+    for policy in ("fgd", "suanpan"):
+        scorer = make_policy(policy, workload).bind(pool, np.random.default_rng(0))
+        chosen[policy] = select(scorer.score(req, pool.feasible(req)))
+    return chosen
 
 
 def test_suanpan_keeps_the_few_hosts_of_an_over_demanded_type_whole() -> None:
     # a 4-GPU pod fits every node; only the first can ever hold the 8-GPU, 100-CPU pods
-    pool = pool_of(*_hosts_pool())
-    req = gpus(count=4, cpu=8000)
-    chosen = {}
-    for policy in ("fgd", "suanpan"):
-        scorer = make_policy(policy, HOST_SHORT).bind(pool, np.random.default_rng(0))
-        chosen[policy] = select(scorer.score(req, pool.feasible(req)))
+    chosen = _fgd_and_suanpan(HOST_SHORT, _hosts_pool(), gpus(count=4, cpu=8000))
     assert chosen["fgd"] == 0  # the rare type moves FGD's integer score by less than a point
+    assert chosen["suanpan"] != 0
+
+
+# One 128-CPU node of model G3 beside forty 96-CPU G2 ones: the 100-CPU 8-GPU pods ask about
+# 12 devices of its 8; most pods are 1-GPU ones that accept only G2.
+SCARCE_MODEL = TargetWorkload(
+    (TaskType(8000, 1000, 8), BIG_CPU, TaskType(4000, 1000, 1, frozenset({"G2"}))),
+    (0.185, 0.015, 0.8),
+)
+
+
+def _models_pool() -> list[PoolNode]:
+    g3 = gpu_node("g3", (0,) * 8, model="G3", cpu=128_000)
+    return [g3, *(gpu_node(f"g2-{i}", (0,) * 8, model="G2", cpu=96_000) for i in range(40))]
+
+
+def test_on_the_hosts_of_an_over_demanded_set_only_the_types_that_can_use_them_count() -> None:
+    pool = pool_of(*_models_pool())
+    model = FragModel(SCARCE_MODEL, pool.model_names)
+    sets = host_sets(model, pool)
+    assert sets is not None and sets.scarce.tolist() == [True] + [False] * 40
+    weights = kept_whole(model, sets)
+    assert weights is not None
+    # the G2-only type does not count on the G3 node; every other weight is the workload's
+    assert weights[0].tolist() == [0.185, 0.015, 0.0]
+    assert (weights[1:] == model.weight).all()
+    # without the 100-CPU pods no set is over-demanded, and nothing changes
+    roomy = FragModel(TargetWorkload(SCARCE_MODEL.types[::2], (0.2, 0.8)), pool.model_names)
+    assert kept_whole(roomy, host_sets(roomy, pool)) is None
+
+
+def test_suanpan_leaves_the_scarce_node_to_the_pods_only_it_holds() -> None:
+    # FGD fills the G3 node with an 8-GPU pod a G2 node holds as well: it counts the G3
+    # node's devices as a fragment for the G2-only pods, so filling them looks like a gain
+    chosen = _fgd_and_suanpan(SCARCE_MODEL, _models_pool(), gpus(count=8, cpu=64_000))
+    assert chosen["fgd"] == 0
     assert chosen["suanpan"] != 0
