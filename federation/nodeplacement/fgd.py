@@ -307,8 +307,8 @@ def kept_whole(model: FragModel, sets: HostSets | None) -> FloatArray | None:
     set, a device type that cannot use the node does not count (None: no such set).
 
     FGD counts a node's free devices as a fragment for every type that cannot use them, so a
-    node few types can use looks worth filling: the 128-CPU nodes of the one model the 1-GPU
-    pods constrained to the common model cannot use. But an over-demanded set's devices will be
+    node few types can use looks worth filling: 128-CPU nodes of a model that the many 1-GPU
+    pods constrained to the common model refuse. But an over-demanded set's devices will be
     taken by the types confined to it whatever else happens; filling them with pods that have
     other hosts only takes them from those types. `model`: the weighted workload's."""
     if sets is None or not sets.scarce.any():
