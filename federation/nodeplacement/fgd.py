@@ -135,12 +135,7 @@ class _FragScorer:
         if rows.size:
             before = self.tracker.current()
             after = _after_states(pool, rows, req, t.cpu_milli)
-            frag = self.model.frag(
-                after.cpu_free,
-                after.free,
-                pool.model_id[after.node],
-                None if self.node_weight is None else self.node_weight[after.node],
-            )
+            frag = self.tracker.frag(after.node, after.cpu_free, after.free)
             growth = np.round(frag - before[after.node], 6)
             if self.cpu_weight and dev is not None:
                 growth = growth + np.round(self.cpu_weight * self.cpu_growth(after), 6)

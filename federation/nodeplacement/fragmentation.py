@@ -85,19 +85,19 @@ class FragTracker:
         self.pool = pool
         self.model = model
         self.weight = weight  # per node, the types' weights (default: the workload's)
-        self.values = model.frag(pool.cpu_free, pool.free, pool.model_id, weight)
+        self.values = self.frag(np.arange(len(pool)), pool.cpu_free, pool.free)
         self.seen = pool.version.copy()
+
+    def frag(self, nodes: IntArray, cpu_free: IntArray, free: IntArray) -> FloatArray:
+        """F_n(M) of node `nodes[r]` were it in state r (its free CPU and devices)."""
+        weight = None if self.weight is None else self.weight[nodes]
+        return self.model.frag(cpu_free, free, self.pool.model_id[nodes], weight)
 
     def current(self) -> FloatArray:
         """Per-node fragmentation of the pool as it is now."""
         dirty = np.flatnonzero(self.pool.version != self.seen)
         if dirty.size:
             p = self.pool
-            self.values[dirty] = self.model.frag(
-                p.cpu_free[dirty],
-                p.free[dirty],
-                p.model_id[dirty],
-                None if self.weight is None else self.weight[dirty],
-            )
+            self.values[dirty] = self.frag(dirty, p.cpu_free[dirty], p.free[dirty])
             self.seen[dirty] = p.version[dirty]
         return self.values
