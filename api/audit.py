@@ -68,6 +68,7 @@ class AuditWriter:
         self._queue: deque[audit.AuditRecord] = deque()
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._writing = asyncio.Lock()  # one batch in flight: a flush returns after it too
         self.dropped = 0
 
     def add(self, record: audit.AuditRecord) -> None:
@@ -83,7 +84,13 @@ class AuditWriter:
     async def flush(self) -> None:
         """Write every queued record, `MAX_BATCH` at a time. While the database is down a
         batch is queued again in front (and the error raised); a batch the database refuses
-        otherwise is dropped and logged, so that it cannot block every later record."""
+        otherwise is dropped and logged, so that it cannot block every later record. Flushes
+        take turns, so when one returns, every record queued before it is stored, also a batch
+        another flush had already taken off the queue."""
+        async with self._writing:
+            await self._write_queued()
+
+    async def _write_queued(self) -> None:
         while self._queue:
             batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
             try:

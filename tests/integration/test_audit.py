@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from api import cli
+from api.audit import AuditWriter
 from federation.hubconfig import Bucket, HubConfig, RateLimits
+from federation.store.audit import AuditRecord
 from federation.store.database import Database
+from federation.store.tables import audit_log
 from tests.integration.conftest import ADMIN_TOKEN, Hub, job_manifest, serving_hub
 
 pytestmark = pytest.mark.integration
@@ -179,3 +184,24 @@ async def test_hostile_paths_are_recorded_and_never_block_the_trail(hub: Hub) ->
         ("GET list_queues", None),
     ]
     assert records[2]["object"] == "ab" and len(records[3]["object"]) == 256
+
+
+async def test_a_flush_returns_only_after_the_batch_another_flush_is_writing(db: Database) -> None:
+    """A backup flushes the trail first: a batch the background writer has taken off the queue
+    but not yet committed must be stored when that flush returns."""
+    writer = AuditWriter(db, timedelta(days=1))
+    now = datetime.now(UTC)
+    for i in range(3):
+        writer.add(AuditRecord(now, None, None, "POST x", f"o{i}", f"r{i}", "127.0.0.1", 201))
+    async with db.transaction() as blocker:
+        await blocker.exec_driver_sql("LOCK TABLE audit_log IN EXCLUSIVE MODE")
+        writing = asyncio.create_task(writer.flush())  # takes the batch, waits on the lock
+        await asyncio.sleep(0.2)
+        second = asyncio.create_task(writer.flush())  # finds the queue empty
+        await asyncio.sleep(0.2)
+        assert not writing.done() and not second.done()
+    await asyncio.wait_for(second, 5)
+    async with db.connection() as conn:
+        stored = (await conn.execute(sa.select(sa.func.count()).select_from(audit_log))).scalar()
+    assert stored == 3
+    await writing
