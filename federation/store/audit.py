@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from federation.store.jobs import decode_cursor, encode_cursor
-from federation.store.tables import audit_log, jobs, tenants
+from federation.store.tables import audit_log
 
 
 @dataclass(frozen=True)
@@ -63,65 +64,50 @@ class AuditFilter:
     until: datetime | None = None
 
 
-async def _filed(conn: AsyncConnection, batch: Sequence[AuditRecord]) -> list[AuditRecord]:
-    """`batch` with every record's tenant id and name resolved as far as the store knows them."""
-    job_ids = [r.job_id for r in batch if r.tenant_id is None and r.job_id is not None]
-    job_tenant: dict[uuid.UUID, uuid.UUID] = {}
-    if job_ids:
-        rows = await conn.execute(
-            sa.select(jobs.c.id, jobs.c.tenant_id).where(jobs.c.id.in_(job_ids))
-        )
-        job_tenant = {r.id: r.tenant_id for r in rows}
-    filed = [
-        replace(r, tenant_id=job_tenant.get(r.job_id)) if r.tenant_id is None and r.job_id else r
-        for r in batch
-    ]
-    ids = {r.tenant_id for r in filed if r.tenant_id is not None}
-    names = {r.tenant for r in filed if r.tenant is not None}
-    if not ids and not names:
-        return filed
-    rows = await conn.execute(
-        sa.select(tenants.c.id, tenants.c.name).where(
-            sa.or_(tenants.c.id.in_(list(ids)), tenants.c.name.in_(list(names)))
-        )
-    )
-    name_of: dict[uuid.UUID, str] = {}
-    id_of: dict[str, uuid.UUID] = {}
-    for row in rows:
-        name_of[row.id] = row.name
-        id_of[row.name] = row.id
-    return [
-        replace(
-            r,
-            tenant_id=r.tenant_id or id_of.get(r.tenant or ""),
-            tenant=name_of.get(r.tenant_id, r.tenant) if r.tenant_id else r.tenant,
-        )
-        for r in filed
-    ]
+# One statement files and stores a batch: each record under the tenant it names by id, else
+# that of the job it acted on, else the tenant it names by name; a known tenant's name is the
+# one stored. Its text never varies with the batch's size, so it is prepared once.
+_APPEND = sa.text(
+    """
+    INSERT INTO audit_log (at, actor, role, tenant_id, tenant, action, object, request_id,
+                           source, status)
+    SELECT r.at, r.actor, r.role, COALESCE(f.tenant_id, named.id),
+           CASE WHEN f.tenant_id IS NULL THEN r.tenant ELSE COALESCE(owner.name, r.tenant) END,
+           r.action, r.object, r.request_id, r.source, r.status
+    FROM jsonb_to_recordset(:rows) AS r(
+        n int, at timestamptz, actor text, role text, tenant_id uuid, tenant text, job_id uuid,
+        action text, object text, request_id text, source text, status int)
+    LEFT JOIN jobs j ON r.tenant_id IS NULL AND j.id = r.job_id
+    CROSS JOIN LATERAL (SELECT COALESCE(r.tenant_id, j.tenant_id) AS tenant_id) f
+    LEFT JOIN tenants owner ON owner.id = f.tenant_id
+    LEFT JOIN tenants named ON f.tenant_id IS NULL AND named.name = r.tenant
+    ORDER BY r.n
+    """
+).bindparams(sa.bindparam("rows", type_=JSONB))
 
 
 async def append(conn: AsyncConnection, batch: Sequence[AuditRecord]) -> None:
-    """Store a batch of records in one statement."""
+    """Store a batch of records in one statement, in their order."""
     if not batch:
         return
-    await conn.execute(
-        audit_log.insert(),
-        [
-            {
-                "at": r.at,
-                "actor": r.actor,
-                "role": r.role,
-                "tenant_id": r.tenant_id,
-                "tenant": r.tenant,
-                "action": r.action,
-                "object": r.object,
-                "request_id": r.request_id,
-                "source": r.source,
-                "status": r.status,
-            }
-            for r in await _filed(conn, batch)
-        ],
-    )
+    rows = [
+        {
+            "n": n,
+            "at": r.at.isoformat(),
+            "actor": r.actor,
+            "role": r.role,
+            "tenant_id": str(r.tenant_id) if r.tenant_id is not None else None,
+            "tenant": r.tenant,
+            "job_id": str(r.job_id) if r.job_id is not None else None,
+            "action": r.action,
+            "object": r.object,
+            "request_id": r.request_id,
+            "source": r.source,
+            "status": r.status,
+        }
+        for n, r in enumerate(batch)
+    ]
+    await conn.execute(_APPEND, {"rows": rows})
 
 
 async def prune(conn: AsyncConnection, now: datetime, keep: timedelta) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,6 +16,7 @@ import sqlalchemy as sa
 from api import cli
 from api.audit import AuditWriter
 from federation.hubconfig import Bucket, HubConfig, RateLimits
+from federation.store import audit
 from federation.store.audit import AuditRecord
 from federation.store.database import Database
 from federation.store.tables import audit_log
@@ -205,3 +207,46 @@ async def test_a_flush_returns_only_after_the_batch_another_flush_is_writing(db:
         stored = (await conn.execute(sa.select(sa.func.count()).select_from(audit_log))).scalar()
     assert stored == 3
     await writing
+
+
+async def test_a_batch_is_filed_under_each_records_tenant_in_order(hub: Hub) -> None:
+    """By the tenant id given, else the tenant of the job acted on, else the tenant named;
+    a known tenant's own name is stored, an unknown one's name as given."""
+    member = await hub.tenant_with_queue("acme")
+    status, job = await hub.call("POST", "/v1/jobs", member, json=job_manifest())
+    assert status == 201
+    async with hub.db.connection() as conn:
+        acme = (await conn.execute(sa.text("SELECT id FROM tenants WHERE name = 'acme'"))).scalar()
+    now = datetime.now(UTC)
+    given: list[dict[str, Any]] = [
+        {"tenant_id": acme, "tenant": "stale-name"},
+        {"job_id": uuid.UUID(job["id"])},
+        {"tenant": "acme"},
+        {"tenant": "nobody"},
+        {"job_id": uuid.uuid4()},
+        {},
+    ]
+    batch = [
+        AuditRecord(now, "x", "admin", "POST a", str(i), f"r{i}", "127.0.0.1", 200, **fields)
+        for i, fields in enumerate(given)
+    ]
+    async with hub.db.transaction() as conn:
+        await audit.append(conn, batch)
+    async with hub.db.connection() as conn:
+        rows = (
+            await conn.execute(
+                sa.select(
+                    audit_log.c.object, audit_log.c.tenant_id, audit_log.c.tenant, audit_log.c.at
+                )
+                .where(audit_log.c.request_id.like("r%"))
+                .order_by(audit_log.c.id)
+            )
+        ).all()
+    assert [tuple(r) for r in rows] == [
+        ("0", acme, "acme", now),
+        ("1", acme, "acme", now),
+        ("2", acme, "acme", now),
+        ("3", None, "nobody", now),
+        ("4", None, None, now),
+        ("5", None, None, now),
+    ]
