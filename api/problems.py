@@ -64,6 +64,8 @@ def problem_body(exc: SuanpanError) -> dict[str, Any]:
 
 
 def _expected(error: Any) -> str:
+    if error["type"] == "finite_number":  # NaN or an infinity (JSON has neither)
+        return "a finite number"
     ctx = error.get("ctx") or {}
     for key, sign in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
         if key in ctx:

@@ -56,7 +56,9 @@ MemoryQuantity = Annotated[_Quantity, AfterValidator(_memory)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=False, frozen=True)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=False, frozen=True, allow_inf_nan=False
+    )
 
 
 class FlavorChoice(_Strict):

@@ -89,6 +89,18 @@ CASES: list[tuple[str, Edit, str, str]] = [
         "< 1",
     ),
     (
+        "NaN fraction",  # the client's json.dumps writes NaN, which no JSON parser should take
+        _set(f"{ACCEL}.fraction", float("nan")),
+        "spec.tasks[0].resources.accelerators.fraction",
+        "a finite number",
+    ),
+    (
+        "infinite fraction",
+        _set(f"{ACCEL}.fraction", float("-inf")),
+        "spec.tasks[0].resources.accelerators.fraction",
+        "a finite number",
+    ),
+    (
         "empty anyOf",
         _set(f"{ACCEL}.anyOf", []),
         "spec.tasks[0].resources.accelerators.anyOf",
