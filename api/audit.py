@@ -88,25 +88,22 @@ class AuditWriter:
         take turns, so when one returns, every record queued before it is stored, also a batch
         another flush had already taken off the queue."""
         async with self._writing:
-            await self._write_queued()
-
-    async def _write_queued(self) -> None:
-        while self._queue:
-            batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
-            try:
-                async with self.db.transaction() as conn:
-                    await audit.append(conn, batch)
-            except DATABASE_DOWN:
-                self._queue.extendleft(reversed(batch))
-                raise
-            except SQLAlchemyError as exc:
-                if is_outage(exc):  # the connection was lost mid-insert: nothing was written
+            while self._queue:
+                batch = [self._queue.popleft() for _ in range(min(MAX_BATCH, len(self._queue)))]
+                try:
+                    async with self.db.transaction() as conn:
+                        await audit.append(conn, batch)
+                except DATABASE_DOWN:
                     self._queue.extendleft(reversed(batch))
                     raise
-                DROPPED.inc(len(batch))
-                self.dropped += len(batch)
-                # never the error's text: it quotes the statement's parameters
-                log.error("%d audit records refused: %s", len(batch), type(exc).__name__)
+                except SQLAlchemyError as exc:
+                    if is_outage(exc):  # the connection was lost mid-insert: nothing written
+                        self._queue.extendleft(reversed(batch))
+                        raise
+                    DROPPED.inc(len(batch))
+                    self.dropped += len(batch)
+                    # never the error's text: it quotes the statement's parameters
+                    log.error("%d audit records refused: %s", len(batch), type(exc).__name__)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()

@@ -90,7 +90,7 @@ async def append(conn: AsyncConnection, batch: Sequence[AuditRecord]) -> None:
     """Store a batch of records in one statement, in their order."""
     if not batch:
         return
-    rows = [
+    rows = [  # ids as text: a caller's tenant id is asyncpg's own UUID, which orjson refuses
         {
             "n": n,
             "at": r.at.isoformat(),

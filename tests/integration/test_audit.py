@@ -189,8 +189,8 @@ async def test_hostile_paths_are_recorded_and_never_block_the_trail(hub: Hub) ->
 
 
 async def test_a_flush_returns_only_after_the_batch_another_flush_is_writing(db: Database) -> None:
-    """A backup flushes the trail first: a batch the background writer has taken off the queue
-    but not yet committed must be stored when that flush returns."""
+    """A batch the background writer has taken off the queue but not yet committed is stored
+    when another flush returns (a test that dumps the database flushes first)."""
     writer = AuditWriter(db, timedelta(days=1))
     now = datetime.now(UTC)
     for i in range(3):

@@ -89,7 +89,7 @@ CASES: list[tuple[str, Edit, str, str]] = [
         "< 1",
     ),
     (
-        "NaN fraction",  # the client's json.dumps writes NaN, which no JSON parser should take
+        "NaN fraction",  # json.dumps writes the literal NaN: parsed, then refused as not finite
         _set(f"{ACCEL}.fraction", float("nan")),
         "spec.tasks[0].resources.accelerators.fraction",
         "a finite number",
